@@ -1,0 +1,36 @@
+// The `mate` program: parses the command line, runs one subcommand, maps errors to exit codes.
+#include <cstdio>
+#include <exception>
+
+#include "commands.hpp"
+#include "mate/config.hpp"
+
+int main(int argc, char** argv) {
+  using namespace mate::cli;
+  CLI::App app{"MATE: debugging, observability and build runtime for accelerator kernel libraries",
+               "mate"};
+  app.require_subcommand(1, 1);
+  app.fallthrough(false);
+  int exit_code = kExitOk;
+  add_env_command(app, exit_code);
+  add_version_command(app, exit_code);
+
+  try {
+    mate::config::warn_unknown_variables_once();
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  } catch (const mate::config::ConfigError& e) {
+    std::fprintf(stderr, "mate: error: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mate: error: %s\n", e.what());
+    return kExitFailed;
+  }
+  return exit_code;
+}

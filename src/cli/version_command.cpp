@@ -1,0 +1,21 @@
+// `mate version`: what this build is and what it can drive.
+#include <fmt/format.h>
+
+#include "build_info.hpp"
+#include "commands.hpp"
+
+namespace mate::cli {
+
+void add_version_command(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("version", "Print version, build type, compiler and device backends");
+  cmd->callback([&exit_code] {
+    fmt::print("mate {}\n", build_info::kVersion);
+    fmt::print("build type: {}\n", build_info::kBuildType);
+    fmt::print("compiler: {}\n", build_info::kCompiler);
+    if (*build_info::kSanitizers) fmt::print("sanitizers: {}\n", build_info::kSanitizers);
+    fmt::print("device backends: host (mmap)\n");
+    exit_code = kExitOk;
+  });
+}
+
+}  // namespace mate::cli

@@ -1,0 +1,215 @@
+// Strict parsing of variable values. Every rejection names the variable, the value and what is
+// accepted, so a user can fix a launch script without reading MATE's source.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "config_internal.hpp"
+#include "mate/config.hpp"
+
+namespace mate::config {
+
+ConfigError::ConfigError(std::string variable, std::string value, std::string message)
+    : std::runtime_error(std::move(message)),
+      variable_(std::move(variable)),
+      value_(std::move(value)) {}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t end = s.find(sep, start);
+    parts.push_back(s.substr(start, end == std::string_view::npos ? s.npos : end - start));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return parts;
+}
+
+// The parsed form of an `accepts` spec for numbers: a set, or a range with optional bounds.
+struct NumberSpec {
+  std::vector<double> set;
+  std::optional<double> lo, hi;
+};
+
+template <typename T>
+std::optional<T> parse_number(std::string_view text) {
+  T out{};
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return out;
+}
+
+NumberSpec number_spec(std::string_view accepts) {
+  NumberSpec spec;
+  if (accepts.empty()) return spec;
+  if (auto dots = accepts.find(".."); dots != std::string_view::npos) {
+    if (dots > 0) spec.lo = parse_number<double>(accepts.substr(0, dots));
+    if (dots + 2 < accepts.size()) spec.hi = parse_number<double>(accepts.substr(dots + 2));
+    return spec;
+  }
+  for (auto item : split(accepts, '|')) spec.set.push_back(*parse_number<double>(item));
+  return spec;
+}
+
+std::string_view number_word(Type t) { return t == Type::Int ? "an integer" : "a number"; }
+
+std::string fmt_number(double x) { return fmt::format("{}", x); }
+
+[[noreturn]] void reject(const VarInfo& v, std::string_view value, std::string_view why) {
+  throw ConfigError(
+      std::string(v.name), std::string(value),
+      fmt::format("{}='{}' is invalid: {}; accepted: {}. Run `mate env --all` for the reference.",
+                  v.name, value, why, accepted_values(v.id)));
+}
+
+bool parse_bool(const VarInfo& v, std::string_view text) {
+  const std::string t = lower(text);
+  if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
+  if (t == "0" || t == "false" || t == "no" || t == "off") return false;
+  reject(v, text, "not a boolean");
+}
+
+template <typename T>
+T parse_checked_number(const VarInfo& v, std::string_view text) {
+  auto n = parse_number<T>(text);
+  if (!n) reject(v, text, fmt::format("not {}", number_word(v.type)));
+  const double x = static_cast<double>(*n);
+  if (!std::isfinite(x)) reject(v, text, "not a finite number");
+  const NumberSpec spec = number_spec(v.accepts);
+  if (!spec.set.empty() && std::find(spec.set.begin(), spec.set.end(), x) == spec.set.end())
+    reject(v, text, "not one of the supported values");
+  if ((spec.lo && x < *spec.lo) || (spec.hi && x > *spec.hi)) reject(v, text, "out of range");
+  return *n;
+}
+
+std::string parse_enum(const VarInfo& v, std::string_view text) {
+  const std::string t = lower(text);
+  for (auto choice : split(v.accepts, '|'))
+    if (t == choice) return t;
+  reject(v, text, "not a supported choice");
+}
+
+std::vector<std::string> parse_patterns(std::string_view text) {
+  std::vector<std::string> out;
+  for (auto item : split(text, ',')) {
+    item = trim(item);
+    if (!item.empty()) out.emplace_back(item);
+  }
+  return out;
+}
+
+bool is_arch(std::string_view item) {
+  auto dot = item.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == item.size()) return false;
+  auto digits = [](std::string_view s) {
+    return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+  };
+  return digits(item.substr(0, dot)) && digits(item.substr(dot + 1));
+}
+
+std::vector<std::string> parse_arch_list(const VarInfo& v, std::string_view text) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    std::size_t j = i;
+    while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j]))) ++j;
+    if (j > i) {
+      std::string_view item = text.substr(i, j - i);
+      if (!is_arch(item))
+        reject(v, text, fmt::format("'{}' is not a major.minor architecture", item));
+      out.emplace_back(item);
+    }
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string accepted_values(Var id) {
+  const VarInfo& v = info(id);
+  switch (v.type) {
+    case Type::Bool:
+      return "1/0, true/false, yes/no, on/off (any case)";
+    case Type::Int:
+    case Type::Float: {
+      const NumberSpec spec = number_spec(v.accepts);
+      if (!spec.set.empty()) {
+        std::vector<std::string> items;
+        for (double x : spec.set) items.push_back(fmt_number(x));
+        return fmt::format("one of {}", fmt::join(items, ", "));
+      }
+      if (spec.lo && spec.hi)
+        return fmt::format("{} from {} to {}", number_word(v.type), fmt_number(*spec.lo),
+                           fmt_number(*spec.hi));
+      if (spec.lo) return fmt::format("{} >= {}", number_word(v.type), fmt_number(*spec.lo));
+      return std::string(number_word(v.type));
+    }
+    case Type::Enum:
+      return fmt::format("one of {}", fmt::join(split(v.accepts, '|'), ", "));
+    case Type::PatternList:
+      return "comma-separated fnmatch patterns";
+    case Type::ArchList:
+      return "space-separated major.minor values such as \"9.0 10.0\"";
+    case Type::String:
+      return "any text";
+    case Type::Path:
+      return "a file system path";
+  }
+  return "";
+}
+
+Value parse(Var id, std::string_view text) {
+  const VarInfo& v = info(id);
+  text = trim(text);
+  if (text.empty()) text = v.default_value;
+  Value out;
+  if (text.empty()) return out;  // unset with no default: the consumer decides
+  switch (v.type) {
+    case Type::Bool:
+      out.b = parse_bool(v, text);
+      break;
+    case Type::Int:
+      out.i = parse_checked_number<std::int64_t>(v, text);
+      break;
+    case Type::Float:
+      out.f = parse_checked_number<double>(v, text);
+      break;
+    case Type::Enum:
+      out.s = parse_enum(v, text);
+      break;
+    case Type::String:
+    case Type::Path:
+      out.s = std::string(text);
+      break;
+    case Type::PatternList:
+      out.list = parse_patterns(text);
+      break;
+    case Type::ArchList:
+      out.list = parse_arch_list(v, text);
+      break;
+  }
+  return out;
+}
+
+}  // namespace mate::config

@@ -1,0 +1,147 @@
+// The `mate` program as a user runs it: exit codes, messages, and `mate env` in every form.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "mate/config.hpp"
+#include "subprocess.hpp"
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using mate::testing::run;
+using mate::testing::RunOptions;
+
+mate::testing::RunResult mate_cmd(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), MATE_BINARY);
+  return run(args, RunOptions{std::move(env), std::nullopt, std::nullopt});
+}
+
+TEST(MateCli, HelpListsSubcommandsWithOneLineEach) {
+  auto r = mate_cmd({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("env"));
+  EXPECT_THAT(r.out, HasSubstr("Show MATE environment variables"));
+  EXPECT_THAT(r.out, HasSubstr("version"));
+}
+
+TEST(MateCli, NoSubcommandOrUnknownOptionIsUsageError) {
+  EXPECT_EQ(mate_cmd({}).exit_code, 2);
+  auto r = mate_cmd({"env", "--bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--bogus"));
+  EXPECT_EQ(mate_cmd({"no-such-command"}).exit_code, 2);
+}
+
+TEST(MateCli, VersionSaysVersionBuildCompilerAndBackends) {
+  auto r = mate_cmd({"version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("mate " MATE_VERSION));
+  EXPECT_THAT(r.out, HasSubstr("build type: "));
+  EXPECT_THAT(r.out, HasSubstr("compiler: GNU"));
+  EXPECT_THAT(r.out, HasSubstr("device backends: "));
+}
+
+TEST(MateEnv, ShowsOnlyVisibleVariablesWithValidity) {
+  auto r = mate_cmd({"env"}, {{"MATE_LOGLEVEL", "3"}, {"MATE_DUMP_DIR", "/tmp/d"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("MATE_LOGLEVEL=3\n    ok"));
+  EXPECT_THAT(r.out, HasSubstr("MATE_DUMP_DIR=/tmp/d\n    ok"));
+  EXPECT_THAT(r.out, Not(HasSubstr("MATE_DEEPGEMM_MK_ALIGNMENT")));
+}
+
+TEST(MateEnv, NothingSetSaysSo) {
+  auto r = mate_cmd({"env"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("No MATE-related variables are set"));
+}
+
+TEST(MateEnv, CheckFailsOnInvalidValueNamingVariableValueAndAccepted) {
+  auto r = mate_cmd({"env", "--check"}, {{"MATE_LOGLEVEL", "4"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("MATE_LOGLEVEL='4' is invalid"));
+  EXPECT_THAT(r.err, HasSubstr("one of 0, 1, 3, 5, 10"));
+  EXPECT_EQ(mate_cmd({"env", "--check"}, {{"MATE_LOGLEVEL", "5"}}).exit_code, 0);
+}
+
+TEST(MateEnv, UnknownVariableWarnsOnceWithSuggestion) {
+  auto r = mate_cmd({"env"}, {{"MATE_LOGLEVL", "3"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("unknown environment variable MATE_LOGLEVL (did you mean MATE_LOGLEVEL?)"));
+  std::size_t first = r.err.find("MATE_LOGLEVL");
+  EXPECT_EQ(r.err.find("unknown environment variable", first + 1), std::string::npos) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("did you mean MATE_LOGLEVEL?"));
+  EXPECT_EQ(mate_cmd({"env", "--check"}, {{"MATE_LOGLEVL", "3"}}).exit_code, 1);
+}
+
+TEST(MateEnv, UnknownVariableWarningCanBeSilenced) {
+  auto r = mate_cmd({"version"}, {{"MATE_LOGLEVL", "3"}, {"MATE_WARN_UNKNOWN_ENV", "0"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.err, Not(HasSubstr("unknown environment variable")));
+}
+
+TEST(MateEnv, AllListsEverySeedVariableWithDefaultAndSource) {
+  auto r = mate_cmd({"env", "--all"}, {{"MATE_DEEPGEMM_MK_ALIGNMENT", "256"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("MATE_LOGLEVEL  [int, public, read once]\n    value:   0 (default)\n    default: 0"));
+  EXPECT_THAT(r.out, HasSubstr("MATE_DEEPGEMM_MK_ALIGNMENT  [int, public, read once]\n    value:   256 (environment)"));
+  EXPECT_THAT(r.out, HasSubstr("MATE_WORKSPACE_BASE"));
+  EXPECT_THAT(r.out, HasSubstr("default: home directory"));
+  // Internal and test-only variables only with --internal.
+  EXPECT_THAT(r.out, Not(HasSubstr("MATE_GUARD_ALLOCATOR_MODE")));
+  auto internal = mate_cmd({"env", "--all", "--internal"});
+  for (const auto& v : mate::config::all_variables())
+    EXPECT_THAT(internal.out, HasSubstr(std::string(v.name) + "  [")) << v.name;
+}
+
+TEST(MateEnv, JsonCarriesTheSameFields) {
+  auto r = mate_cmd({"env", "--json", "--all", "--internal"}, {{"MATE_LOGLEVEL", "4"}, {"MATE_LOGLEVL", "1"}});
+  EXPECT_EQ(r.exit_code, 0);
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["variables"].size(), mate::config::all_variables().size());
+  bool seen = false;
+  for (const auto& v : j["variables"]) {
+    if (v["name"] != "MATE_LOGLEVEL") continue;
+    seen = true;
+    EXPECT_EQ(v["value"], "4");
+    EXPECT_EQ(v["source"], "environment");
+    EXPECT_EQ(v["valid"], false);
+    EXPECT_THAT(v["error"].get<std::string>(), HasSubstr("one of 0, 1, 3, 5, 10"));
+    EXPECT_EQ(v["default"], "0");
+    EXPECT_EQ(v["type"], "int");
+  }
+  EXPECT_TRUE(seen);
+  ASSERT_EQ(j["unknown"].size(), 1u);
+  EXPECT_EQ(j["unknown"][0]["suggestion"], "MATE_LOGLEVEL");
+}
+
+TEST(MateEnv, MarkdownIsIndependentOfTheEnvironment) {
+  auto a = mate_cmd({"env", "--markdown"});
+  auto b = mate_cmd({"env", "--markdown"}, {{"MATE_LOGLEVEL", "3"}});
+  EXPECT_EQ(a.exit_code, 0);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_THAT(a.out, HasSubstr("| `MATE_LOGLEVEL` | int | 0 | one of 0, 1, 3, 5, 10 | once |"));
+}
+
+TEST(MateEnv, CommittedReferenceDocIsCurrent) {
+  std::ifstream f(MATE_SOURCE_DIR "/docs/reference/environment.md");
+  ASSERT_TRUE(f) << "docs/reference/environment.md is missing";
+  std::stringstream committed;
+  committed << f.rdbuf();
+  EXPECT_EQ(committed.str(), mate_cmd({"env", "--markdown"}).out)
+      << "docs/reference/environment.md is stale: regenerate it with "
+         "`build/default/bin/mate env --markdown > docs/reference/environment.md`";
+}
+
+TEST(Registry, LatchedVariablesAreReadOnceLiveOnesEveryTime) {
+  auto r = run({LATCH_PROBE}, RunOptions{{{"MATE_LOGLEVEL", "3"}, {"MATE_JIT_VERBOSE", "0"}}, std::nullopt, std::nullopt});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("loglevel 3 -> 3"));
+  EXPECT_THAT(r.out, HasSubstr("jit_verbose 0 -> 1"));
+}
+
+}  // namespace

@@ -1,0 +1,113 @@
+// Strict parsing: what each type accepts, and what the error says when it does not.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "mate/config.hpp"
+
+namespace mate::config {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(Var v, std::string_view text) {
+  try {
+    parse(v, text);
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.variable(), info(v).name);
+    return e.what();
+  }
+  ADD_FAILURE() << "'" << text << "' was accepted for " << info(v).name;
+  return "";
+}
+
+TEST(ParseBool, AcceptsEveryDocumentedSpellingInAnyCaseAndTrimmed) {
+  for (const char* t : {"1", "true", "TRUE", "True", "yes", "YES", "on", "On", "  1 ", "\ttrue\n"})
+    EXPECT_TRUE(parse(Var::MATE_DISABLE_JIT, t).b) << t;
+  for (const char* t : {"0", "false", "FALSE", "no", "No", "off", "OFF", " 0 "})
+    EXPECT_FALSE(parse(Var::MATE_DISABLE_JIT, t).b) << t;
+}
+
+TEST(ParseBool, RejectsAnythingElseNamingVariableValueAndAccepted) {
+  for (const char* t : {"2", "y", "enable", "truee", "1 1", "-1"}) {
+    std::string msg = error_of(Var::MATE_DISABLE_JIT, t);
+    EXPECT_THAT(msg, HasSubstr("MATE_DISABLE_JIT"));
+    EXPECT_THAT(msg, HasSubstr(std::string("'") + t + "'"));
+    EXPECT_THAT(msg, HasSubstr("true/false"));
+    EXPECT_THAT(msg, HasSubstr("mate env"));
+  }
+}
+
+TEST(ParseEmpty, CountsAsUnsetAndGivesTheDefault) {
+  EXPECT_EQ(parse(Var::MATE_LOGLEVEL, "").i, 0);
+  EXPECT_EQ(parse(Var::MATE_LOGLEVEL, "   ").i, 0);
+  EXPECT_EQ(parse(Var::MATE_DEEPGEMM_MK_ALIGNMENT, "").i, 128);
+  EXPECT_EQ(parse(Var::MATE_DUMP_DIR, "").s, "mate_dumps");
+  EXPECT_TRUE(parse(Var::MATE_MCC, "").s.empty());
+}
+
+TEST(ParseInt, LogLevelOnlyDocumentedLevels) {
+  for (int level : {0, 1, 3, 5, 10}) EXPECT_EQ(parse(Var::MATE_LOGLEVEL, std::to_string(level)).i, level);
+  for (const char* t : {"2", "4", "6", "11", "-1"}) {
+    std::string msg = error_of(Var::MATE_LOGLEVEL, t);
+    EXPECT_THAT(msg, HasSubstr("one of 0, 1, 3, 5, 10"));
+  }
+}
+
+TEST(ParseInt, MustBeConsumedWhole) {
+  for (const char* t : {"3abc", "3.0", "0x3", "three", "+3", "3 5", "1e1"})
+    EXPECT_THAT(error_of(Var::MATE_LOGLEVEL, t), HasSubstr("not an integer")) << t;
+}
+
+TEST(ParseInt, DeepGemmAlignmentOnly128Or256) {
+  EXPECT_EQ(parse(Var::MATE_DEEPGEMM_MK_ALIGNMENT, "256").i, 256);
+  EXPECT_THAT(error_of(Var::MATE_DEEPGEMM_MK_ALIGNMENT, "64"), HasSubstr("one of 128, 256"));
+}
+
+TEST(ParseInt, RangesAreChecked) {
+  EXPECT_EQ(parse(Var::MATE_PYTEST_SHARD_TOTAL, "4").i, 4);
+  EXPECT_THAT(error_of(Var::MATE_PYTEST_SHARD_TOTAL, "0"), HasSubstr("an integer >= 1"));
+  EXPECT_THAT(error_of(Var::MATE_DUMP_MAX_COUNT, "-5"), HasSubstr("out of range"));
+  EXPECT_THAT(error_of(Var::MAX_JOBS, "0"), HasSubstr(">= 1"));
+}
+
+TEST(ParseFloat, WholeFiniteAndInRange) {
+  EXPECT_DOUBLE_EQ(parse(Var::MATE_DUMP_MAX_SIZE_GB, "0.5").f, 0.5);
+  EXPECT_DOUBLE_EQ(parse(Var::MATE_DUMP_MAX_SIZE_GB, "20").f, 20.0);
+  EXPECT_THAT(error_of(Var::MATE_DUMP_MAX_SIZE_GB, "1.5GB"), HasSubstr("not a number"));
+  EXPECT_THAT(error_of(Var::MATE_DUMP_MAX_SIZE_GB, "inf"), HasSubstr("finite"));
+  EXPECT_THAT(error_of(Var::MATE_DUMP_MAX_SIZE_GB, "nan"), HasSubstr("finite"));
+  EXPECT_THAT(error_of(Var::MATE_DUMP_MAX_SIZE_GB, "-1"), HasSubstr("out of range"));
+}
+
+TEST(ParseEnum, ModesAndShardMode) {
+  EXPECT_EQ(parse(Var::MATE_GUARD_ALLOCATOR_MODE, "head").s, "head");
+  EXPECT_EQ(parse(Var::MATE_PYTEST_GUARD_MODE, " TAIL ").s, "tail");
+  EXPECT_THAT(error_of(Var::MATE_GUARD_ALLOCATOR_MODE, "both"), HasSubstr("one of tail, head"));
+  EXPECT_EQ(parse(Var::MATE_PYTEST_SHARD_MODE, "file").s, "file");
+  EXPECT_THAT(error_of(Var::MATE_PYTEST_SHARD_MODE, "test"), HasSubstr("one of file"));
+}
+
+TEST(ParsePatternList, CommaSeparatedTrimmedEmptyItemsDropped) {
+  EXPECT_EQ(parse(Var::MATE_DUMP_INCLUDE, "gemm*, *attention* ,,rms_norm").list,
+            (std::vector<std::string>{"gemm*", "*attention*", "rms_norm"}));
+  EXPECT_TRUE(parse(Var::MATE_DUMP_EXCLUDE, "").list.empty());
+}
+
+TEST(ParseArchList, SpaceSeparatedMajorMinor) {
+  EXPECT_EQ(parse(Var::MATE_MUSA_ARCH_LIST, "3.1 4.0").list, (std::vector<std::string>{"3.1", "4.0"}));
+  EXPECT_EQ(parse(Var::MATE_CUDA_ARCH_LIST, " 9.0   10.0 ").list, (std::vector<std::string>{"9.0", "10.0"}));
+  for (const char* t : {"sm_90", "9", "9.", ".0", "9.0,10.0", "9.0a"}) {
+    std::string msg = error_of(Var::MATE_CUDA_ARCH_LIST, t);
+    EXPECT_THAT(msg, HasSubstr("major.minor")) << t;
+  }
+}
+
+TEST(AcceptedValues, DescribesEachType) {
+  EXPECT_EQ(accepted_values(Var::MATE_LOGLEVEL), "one of 0, 1, 3, 5, 10");
+  EXPECT_EQ(accepted_values(Var::MATE_DUMP_MAX_COUNT), "an integer >= 0");
+  EXPECT_EQ(accepted_values(Var::MATE_GUARD_ALLOCATOR_MODE), "one of tail, head");
+  EXPECT_THAT(accepted_values(Var::MATE_DISABLE_JIT), HasSubstr("yes/no"));
+}
+
+}  // namespace
+}  // namespace mate::config
