@@ -8,6 +8,8 @@
 
 namespace mate::cli {
 
+namespace {
+
 void add_env_command(CLI::App& app, int& exit_code) {
   struct Flags {
     bool all = false, internal = false, json = false, check = false, markdown = false;
@@ -38,5 +40,9 @@ void add_env_command(CLI::App& app, int& exit_code) {
     }
   });
 }
+
+}  // namespace
+
+MATE_CLI_COMMAND(10, add_env_command);
 
 }  // namespace mate::cli

@@ -12,8 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1, 1);
   app.fallthrough(false);
   int exit_code = kExitOk;
-  add_env_command(app, exit_code);
-  add_version_command(app, exit_code);
+  add_all_commands(app, exit_code);
 
   try {
     mate::config::warn_unknown_variables_once();

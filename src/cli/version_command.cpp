@@ -6,6 +6,8 @@
 
 namespace mate::cli {
 
+namespace {
+
 void add_version_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("version", "Print version, build type, compiler and device backends");
   cmd->callback([&exit_code] {
@@ -17,5 +19,9 @@ void add_version_command(CLI::App& app, int& exit_code) {
     exit_code = kExitOk;
   });
 }
+
+}  // namespace
+
+MATE_CLI_COMMAND(99, add_version_command);
 
 }  // namespace mate::cli
