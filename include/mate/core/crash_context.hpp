@@ -1,0 +1,23 @@
+// mate/core/crash_context.hpp — extra lines for crash reports, from the components that know them.
+//
+// A fault report (the guard allocator's) calls every registered provider on the faulting thread,
+// inside a signal handler. A provider formats what it knows, e.g. the API call in flight on this
+// thread, into the buffer it is given.
+//
+// Contract for providers: async-signal-safe (no malloc, no locks, no stdio), write at most `cap`
+// bytes, return how many were written (0 for nothing to say).
+#pragma once
+
+#include <cstddef>
+
+namespace mate::core {
+
+using CrashContextProvider = std::size_t (*)(char* buffer, std::size_t cap) noexcept;
+
+// Registers a provider (at most 8; duplicates ignored). Returns false when the table is full.
+bool register_crash_context(CrashContextProvider provider) noexcept;
+
+// Calls every provider and writes their text to `fd`. Async-signal-safe.
+void write_crash_context(int fd) noexcept;
+
+}  // namespace mate::core

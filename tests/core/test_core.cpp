@@ -1,0 +1,64 @@
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "mate/core/atomic_file.hpp"
+#include "mate/core/crash_context.hpp"
+
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST(AtomicFile, ReplacesContentAndLeavesNoTemporaryFiles) {
+  auto dir = std::filesystem::temp_directory_path() / ("mate_atomic_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "meta.json").string();
+  ASSERT_FALSE(mate::core::write_file_atomically(path, "first", 0600));
+  ASSERT_FALSE(mate::core::write_file_atomically(path, "second", 0600));
+  EXPECT_EQ(read_all(path), "second");
+  struct stat st{};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AtomicFile, FailureLeavesTheOldFileAndSaysWhichStep) {
+  std::string step;
+  auto ec = mate::core::write_file_atomically("/nonexistent-dir/x", "data", 0644, &step);
+  EXPECT_TRUE(ec);
+  EXPECT_EQ(step, "create temporary file");
+}
+
+std::size_t provider_a(char* buf, std::size_t cap) noexcept {
+  const char text[] = "context A\n";
+  std::size_t n = std::min(cap, sizeof text - 1);
+  std::memcpy(buf, text, n);
+  return n;
+}
+
+TEST(CrashContext, ProvidersAreCalledAndWrittenToTheFd) {
+  EXPECT_TRUE(mate::core::register_crash_context(provider_a));
+  EXPECT_TRUE(mate::core::register_crash_context(provider_a));  // duplicate ignored
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  mate::core::write_crash_context(fds[1]);
+  close(fds[1]);
+  char buf[256] = {};
+  ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  close(fds[0]);
+  EXPECT_EQ(std::string(buf, n > 0 ? n : 0), "context A\n");
+}
+
+}  // namespace
