@@ -3,6 +3,7 @@
 
 #include "build_info.hpp"
 #include "commands.hpp"
+#include "mate/device/driver.hpp"
 
 namespace mate::cli {
 
@@ -15,7 +16,7 @@ void add_version_command(CLI::App& app, int& exit_code) {
     fmt::print("build type: {}\n", build_info::kBuildType);
     fmt::print("compiler: {}\n", build_info::kCompiler);
     if (*build_info::kSanitizers) fmt::print("sanitizers: {}\n", build_info::kSanitizers);
-    fmt::print("device backends: host (mmap)\n");
+    fmt::print("device backends: {}\n", device::device_backends_summary());
     exit_code = kExitOk;
   });
 }

@@ -55,6 +55,14 @@ class Backend {
   virtual Status fill(std::uintptr_t dst, unsigned char value, std::size_t bytes) noexcept = 0;
   // Waits for all work queued on the device (a no-op on the host).
   virtual Status synchronize() noexcept = 0;
+  // Sets *capturing when work queued on `stream` (a CUstream / MUstream handle; nullptr is the
+  // legacy default stream) is being captured into a graph, where allocating or freeing through
+  // the guarded allocator is not supported. The host never captures.
+  virtual Status is_capturing(void* stream, bool* capturing) noexcept {
+    (void)stream;
+    *capturing = false;
+    return Status::success();
+  }
 };
 
 // The process-wide host backend.

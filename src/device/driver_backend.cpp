@@ -1,0 +1,452 @@
+// The driver backend: device memory through the CUDA / MUSA virtual-memory API (see
+// mate/device/driver.hpp for the contract), plus probing and choosing a driver.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include "device/driver_api.hpp"
+#include "mate/config.hpp"
+#include "mate/device/driver.hpp"
+
+namespace mate::device {
+
+namespace {
+
+using driver::Api;
+using driver::Result;
+
+// Makes the backend's context current for the lifetime of the object and restores the caller's
+// afterwards: the current context is per thread, and the caller (a framework switching devices)
+// may have another one current.
+class ContextScope {
+ public:
+  ContextScope(const Api& api, driver::Context ctx) noexcept : api_(api) {
+    result_ = api_.CtxGetCurrent(&previous_);
+    if (result_ != driver::kSuccess) return;
+    if (previous_ != ctx) {
+      result_ = api_.CtxSetCurrent(ctx);
+      switched_ = result_ == driver::kSuccess;
+    }
+  }
+  ~ContextScope() {
+    if (switched_) api_.CtxSetCurrent(previous_);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+  Result result() const noexcept { return result_; }
+
+ private:
+  const Api& api_;
+  driver::Context previous_ = nullptr;
+  Result result_ = driver::kSuccess;
+  bool switched_ = false;
+};
+
+driver::MemAllocationProp device_allocation_prop(int device) noexcept {
+  driver::MemAllocationProp prop;
+  std::memset(&prop, 0, sizeof prop);
+  prop.type = driver::kMemAllocationTypePinned;
+  prop.requestedHandleTypes = driver::kMemHandleTypeNone;
+  prop.location.type = driver::kMemLocationTypeDevice;
+  prop.location.id = device;
+  return prop;
+}
+
+class VmmBackend final : public DriverBackend {
+ public:
+  VmmBackend(Api api, int device, driver::Device handle, driver::Context ctx,
+             std::size_t granularity, DeviceArch arch)
+      : api_(std::move(api)),
+        device_(device),
+        device_handle_(handle),
+        ctx_(ctx),
+        granularity_(granularity),
+        arch_(arch) {}
+
+  ~VmmBackend() override {
+    // Mappings still alive belong to whoever made them; only the context reference is ours.
+    api_.DevicePrimaryCtxRelease(device_handle_);
+  }
+
+  Kind kind() const noexcept override { return api_.kind; }
+  const char* name() const noexcept override { return driver::kind_name(api_.kind); }
+  std::size_t granularity() const noexcept override { return granularity_; }
+  // What cudaMalloc / musaMalloc guarantee.
+  std::size_t default_alignment() const noexcept override { return 256; }
+
+  int device() const noexcept override { return device_; }
+  const char* library() const noexcept override { return api_.library.c_str(); }
+  DeviceArch arch() const noexcept override { return arch_; }
+  const char* error_name(int code) const noexcept override {
+    return driver::error_name(api_, code);
+  }
+  const char* error_string(int code) const noexcept override {
+    return driver::error_string(api_, code);
+  }
+
+  Status reserve(std::size_t bytes, std::uintptr_t* base) noexcept override {
+    if (!aligned(bytes) || bytes == 0)
+      return invalid("reserve: size must be a non-zero multiple of the device allocation "
+                     "granularity");
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    driver::DevicePtr ptr = 0;
+    const Result r = api_.MemAddressReserve(&ptr, bytes, granularity_, 0, 0);
+    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemAddressReserve")};
+    *base = static_cast<std::uintptr_t>(ptr);
+    return Status::success();
+  }
+
+  Status release(std::uintptr_t base, std::size_t bytes) noexcept override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = mappings_.lower_bound(base);
+      if (it != mappings_.end() && it->first < base + bytes)
+        return invalid("release: the range still has mapped memory; unmap it first");
+    }
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    const Result r = api_.MemAddressFree(base, bytes);
+    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemAddressFree")};
+    return Status::success();
+  }
+
+  Status map(std::uintptr_t addr, std::size_t bytes) noexcept override {
+    if (!aligned(addr) || !aligned(bytes) || bytes == 0)
+      return invalid("map: address and size must be non-zero multiples of the device "
+                     "allocation granularity");
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    const driver::MemAllocationProp prop = device_allocation_prop(device_);
+    driver::AllocationHandle handle = 0;
+    Result r = api_.MemCreate(&handle, bytes, &prop, 0);
+    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemCreate")};
+    r = api_.MemMap(addr, bytes, 0, handle, 0);
+    if (r != driver::kSuccess) {
+      api_.MemRelease(handle);
+      return {r, MATE_DRIVER_CALL(api_.kind, "MemMap")};
+    }
+    driver::MemAccessDesc access;
+    std::memset(&access, 0, sizeof access);
+    access.location = prop.location;
+    access.flags = driver::kMemAccessFlagsProtReadWrite;
+    r = api_.MemSetAccess(addr, bytes, &access, 1);
+    if (r != driver::kSuccess) {
+      api_.MemUnmap(addr, bytes);
+      api_.MemRelease(handle);
+      return {r, MATE_DRIVER_CALL(api_.kind, "MemSetAccess")};
+    }
+    try {
+      std::lock_guard<std::mutex> lock(mutex_);
+      mappings_.emplace(addr, Mapping{bytes, handle});
+    } catch (const std::bad_alloc&) {
+      api_.MemUnmap(addr, bytes);
+      api_.MemRelease(handle);
+      return {driver::kErrorOutOfMemory, "map: out of host memory for the mapping table"};
+    }
+    return Status::success();
+  }
+
+  Status unmap(std::uintptr_t addr, std::size_t bytes) noexcept override {
+    Mapping mapping;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = mappings_.find(addr);
+      if (it == mappings_.end() || it->second.bytes != bytes)
+        return invalid("unmap: the range is not exactly one range given to map() (the driver "
+                       "cannot unmap a sub-range)");
+      mapping = it->second;
+      mappings_.erase(it);
+    }
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    Result r = api_.MemUnmap(addr, bytes);
+    if (r != driver::kSuccess) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      mappings_.emplace(addr, mapping);  // still mapped: keep it findable
+      return {r, MATE_DRIVER_CALL(api_.kind, "MemUnmap")};
+    }
+    // The physical memory is freed here: nothing else maps it.
+    r = api_.MemRelease(mapping.handle);
+    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemRelease")};
+    return Status::success();
+  }
+
+  Status write(std::uintptr_t dst, const void* src, std::size_t bytes) noexcept override {
+    if (bytes == 0) return Status::success();
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    const Result r = api_.MemcpyHtoD(dst, src, bytes);
+    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemcpyHtoD_v2")};
+    return Status::success();
+  }
+
+  Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
+    if (bytes == 0) return Status::success();
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    const Result r = api_.MemcpyDtoH(dst, src, bytes);
+    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemcpyDtoH_v2")};
+    return Status::success();
+  }
+
+  Status fill(std::uintptr_t dst, unsigned char value, std::size_t bytes) noexcept override {
+    if (bytes == 0) return Status::success();
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    const Result r = api_.MemsetD8(dst, value, bytes);
+    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemsetD8_v2")};
+    return Status::success();
+  }
+
+  Status synchronize() noexcept override {
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    const Result r = api_.CtxSynchronize();
+    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "CtxSynchronize")};
+    return Status::success();
+  }
+
+  Status is_capturing(void* stream, bool* capturing) noexcept override {
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    int status = driver::kStreamCaptureStatusNone;
+    const Result r = api_.StreamIsCapturing(stream, &status);
+    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "StreamIsCapturing")};
+    // An invalidated capture is still a capture in progress: the stream is not usable normally.
+    *capturing = status != driver::kStreamCaptureStatusNone;
+    return Status::success();
+  }
+
+ private:
+  struct Mapping {
+    std::size_t bytes = 0;
+    driver::AllocationHandle handle = 0;
+  };
+
+  bool aligned(std::uintptr_t value) const noexcept { return (value & (granularity_ - 1)) == 0; }
+  static Status invalid(const char* what) noexcept { return {driver::kErrorInvalidValue, what}; }
+  Status context_failure(Result r) const noexcept {
+    return {r, api_.kind == Kind::Musa ? "muCtxGetCurrent/muCtxSetCurrent (making the device's "
+                                         "primary context current)"
+                                       : "cuCtxGetCurrent/cuCtxSetCurrent (making the device's "
+                                         "primary context current)"};
+  }
+
+  Api api_;
+  int device_;
+  driver::Device device_handle_;
+  driver::Context ctx_;
+  std::size_t granularity_;
+  DeviceArch arch_;
+  std::mutex mutex_;
+  std::map<std::uintptr_t, Mapping> mappings_;  // by address: one entry per map()
+};
+
+// Loads and initializes the driver; on failure *reason says why. A driver without devices
+// (cuInit returns NO_DEVICE) loads fine and reports zero devices.
+bool load_and_init(Kind kind, Api* api, int* device_count, std::string* reason) {
+  if (!driver::load(kind, api, reason)) return false;
+  Result r = api->Init(0);
+  if (r == driver::kErrorNoDevice) {
+    *device_count = 0;
+    *reason = driver::describe_result(*api, MATE_DRIVER_CALL(kind, "Init"), r);
+    return true;
+  }
+  if (r != driver::kSuccess) {
+    *reason = driver::describe_result(*api, MATE_DRIVER_CALL(kind, "Init"), r);
+    return false;
+  }
+  r = api->DeviceGetCount(device_count);
+  if (r != driver::kSuccess) {
+    *reason = driver::describe_result(*api, MATE_DRIVER_CALL(kind, "DeviceGetCount"), r);
+    return false;
+  }
+  if (*device_count == 0) *reason = "the driver sees no device";
+  return true;
+}
+
+bool query_arch(const Api& api, driver::Device device, DeviceArch* arch, std::string* reason) {
+  Result r = api.DeviceGetAttribute(&arch->major, driver::kDeviceAttributeComputeCapabilityMajor,
+                                    device);
+  if (r == driver::kSuccess)
+    r = api.DeviceGetAttribute(&arch->minor, driver::kDeviceAttributeComputeCapabilityMinor,
+                               device);
+  if (r != driver::kSuccess) {
+    *reason = driver::describe_result(api, MATE_DRIVER_CALL(api.kind, "DeviceGetAttribute"), r);
+    return false;
+  }
+  return true;
+}
+
+std::string arch_list(const std::vector<DeviceArch>& archs) {
+  std::string out;
+  for (const DeviceArch& a : archs) {
+    if (!out.empty()) out += ", ";
+    out += to_string(a);
+  }
+  return out;
+}
+
+std::string version_text(int version) {
+  if (version <= 0) return "";
+  return fmt::format(" {}.{}", version / 1000, (version % 1000) / 10);
+}
+
+}  // namespace
+
+std::string to_string(DeviceArch arch) { return fmt::format("{}.{}", arch.major, arch.minor); }
+
+DriverProbe probe_driver(Kind kind) {
+  DriverProbe probe;
+  probe.kind = kind;
+  Api api;
+  int count = 0;
+  if (!load_and_init(kind, &api, &count, &probe.reason)) {
+    probe.library = api.library;
+    return probe;
+  }
+  probe.loaded = true;
+  probe.library = api.library;
+  if (api.DriverGetVersion(&probe.driver_version) != driver::kSuccess) probe.driver_version = 0;
+  for (int i = 0; i < count; ++i) {
+    driver::Device device = 0;
+    const Result r = api.DeviceGet(&device, i);
+    if (r != driver::kSuccess) {
+      probe.reason = driver::describe_result(api, MATE_DRIVER_CALL(kind, "DeviceGet"), r);
+      probe.devices.clear();
+      return probe;
+    }
+    DeviceArch arch;
+    if (!query_arch(api, device, &arch, &probe.reason)) {
+      probe.devices.clear();
+      return probe;
+    }
+    probe.devices.push_back(arch);
+  }
+  return probe;
+}
+
+std::vector<DeviceArch> visible_device_archs(Kind kind) { return probe_driver(kind).devices; }
+
+std::unique_ptr<DriverBackend> open_driver_backend(Kind kind, int device, std::string* reason) {
+  std::string why;
+  auto fail = [&](std::string text) -> std::unique_ptr<DriverBackend> {
+    if (reason != nullptr) *reason = std::move(text);
+    return nullptr;
+  };
+  if (kind != Kind::Cuda && kind != Kind::Musa)
+    return fail("the driver backend serves CUDA or MUSA devices only");
+  Api api;
+  int count = 0;
+  if (!load_and_init(kind, &api, &count, &why)) return fail(why);
+  if (count == 0) return fail(fmt::format("{}: {}", api.library, why));
+  if (device < 0 || device >= count)
+    return fail(fmt::format("{}: device {} requested but the driver sees {} device(s)",
+                            api.library, device, count));
+  driver::Device handle = 0;
+  Result r = api.DeviceGet(&handle, device);
+  if (r != driver::kSuccess)
+    return fail(driver::describe_result(api, MATE_DRIVER_CALL(kind, "DeviceGet"), r));
+  DeviceArch arch;
+  if (!query_arch(api, handle, &arch, &why)) return fail(why);
+  const driver::MemAllocationProp prop = device_allocation_prop(device);
+  std::size_t granularity = 0;
+  r = api.MemGetAllocationGranularity(&granularity, &prop, driver::kMemAllocGranularityMinimum);
+  if (r != driver::kSuccess)
+    return fail(
+        driver::describe_result(api, MATE_DRIVER_CALL(kind, "MemGetAllocationGranularity"), r));
+  if (granularity == 0 || (granularity & (granularity - 1)) != 0)
+    return fail(fmt::format("{}: the driver reports an allocation granularity of {} bytes, not a "
+                            "power of two",
+                            api.library, granularity));
+  driver::Context ctx = nullptr;
+  r = api.DevicePrimaryCtxRetain(&ctx, handle);
+  if (r != driver::kSuccess)
+    return fail(driver::describe_result(api, MATE_DRIVER_CALL(kind, "DevicePrimaryCtxRetain"), r));
+  return std::make_unique<VmmBackend>(std::move(api), device, handle, ctx, granularity, arch);
+}
+
+std::unique_ptr<DriverBackend> open_selected_driver_backend(std::string* reason) {
+  std::string choice;
+  try {
+    choice = config::device_driver();
+  } catch (const config::ConfigError& e) {
+    if (reason != nullptr) *reason = e.what();
+    return nullptr;
+  }
+  std::string why;
+  if (choice == "cuda" || choice == "musa") {
+    auto backend = open_driver_backend(choice == "cuda" ? Kind::Cuda : Kind::Musa, 0, &why);
+    if (!backend && reason != nullptr)
+      *reason = fmt::format("{} driver (MATE_DEVICE_DRIVER={}): {}", choice, choice, why);
+    return backend;
+  }
+  std::string cuda_why;
+  if (auto backend = open_driver_backend(Kind::Cuda, 0, &cuda_why)) return backend;
+  std::string musa_why;
+  if (auto backend = open_driver_backend(Kind::Musa, 0, &musa_why)) return backend;
+  if (reason != nullptr)
+    *reason = fmt::format("cuda driver: {}; musa driver: {}", cuda_why, musa_why);
+  return nullptr;
+}
+
+DriverBackend* driver_backend(std::string* reason) {
+  struct Selected {
+    std::unique_ptr<DriverBackend> backend;
+    std::string reason;
+  };
+  // Built once and never destroyed: device memory may be freed until the very end of the
+  // process, after static destructors have run.
+  static Selected* selected = [] {
+    auto* s = new Selected;
+    s->backend = open_selected_driver_backend(&s->reason);
+    return s;
+  }();
+  if (reason != nullptr) *reason = selected->reason;
+  return selected->backend.get();
+}
+
+std::string device_backends_summary() {
+  std::string choice;
+  try {
+    choice = config::device_driver();
+  } catch (const config::ConfigError& e) {
+    return fmt::format("host (mmap); device drivers: not probed ({})", e.what());
+  }
+  std::string out = "host (mmap)";
+  for (Kind kind : {Kind::Cuda, Kind::Musa}) {
+    const char* name = driver::kind_name(kind);
+    out += fmt::format("; {} driver: ", name);
+    if (choice != "auto" && choice != name) {
+      out += fmt::format("not used (MATE_DEVICE_DRIVER={})", choice);
+      continue;
+    }
+    const DriverProbe probe = probe_driver(kind);
+    if (!probe.loaded) {
+      out += fmt::format("not found ({})", probe.reason);
+    } else if (probe.devices.empty()) {
+      out += fmt::format("{}{}, no device ({})", probe.library, version_text(probe.driver_version),
+                         probe.reason);
+    } else {
+      out += fmt::format("{}{}, {} device{} ({})", probe.library,
+                         version_text(probe.driver_version), probe.devices.size(),
+                         probe.devices.size() == 1 ? "" : "s", arch_list(probe.devices));
+    }
+  }
+  return out;
+}
+
+std::string describe(const Backend& backend, Status status) {
+  const char* what = status.what != nullptr ? status.what : "(no description)";
+  if (status.ok()) return fmt::format("{}: success", what);
+  if (const auto* d = dynamic_cast<const DriverBackend*>(&backend))
+    return fmt::format("{}: {} ({}, code {})", what, d->error_name(status.code),
+                       d->error_string(status.code), status.code);
+  return fmt::format("{}: {} (errno {})", what, std::strerror(status.code), status.code);
+}
+
+}  // namespace mate::device
