@@ -20,6 +20,8 @@
 //    must name exactly a range given to one map() (the driver cannot unmap a sub-range). Both
 //    need granularity-aligned addresses and sizes; misuse comes back as a Status whose `what`
 //    says what was wrong, before the driver is called.
+//  * Unlike the host backend, map() allocates (an entry in the backend's address → physical
+//    allocation table): the driver backend never serves a malloc interposer.
 //  * Device memory is not host-dereferenceable: write()/read()/fill() are synchronous driver
 //    copies / memset. A kernel's invalid access is not a host signal: the driver reports it as a
 //    sticky error (CUDA_ERROR_ILLEGAL_ADDRESS, 700) from the next synchronize().
