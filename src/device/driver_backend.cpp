@@ -257,12 +257,14 @@ bool load_and_init(Kind kind, Api* api, int* device_count, std::string* reason) 
     return true;
   }
   if (r != driver::kSuccess) {
-    *reason = driver::describe_result(*api, MATE_DRIVER_CALL(kind, "Init"), r);
+    *reason = api->library + ": " +
+              driver::describe_result(*api, MATE_DRIVER_CALL(kind, "Init"), r);
     return false;
   }
   r = api->DeviceGetCount(device_count);
   if (r != driver::kSuccess) {
-    *reason = driver::describe_result(*api, MATE_DRIVER_CALL(kind, "DeviceGetCount"), r);
+    *reason = api->library + ": " +
+              driver::describe_result(*api, MATE_DRIVER_CALL(kind, "DeviceGetCount"), r);
     return false;
   }
   if (*device_count == 0) *reason = "the driver sees no device";
@@ -305,12 +307,11 @@ DriverProbe probe_driver(Kind kind) {
   probe.kind = kind;
   Api api;
   int count = 0;
-  if (!load_and_init(kind, &api, &count, &probe.reason)) {
-    probe.library = api.library;
-    return probe;
-  }
-  probe.loaded = true;
+  const bool ok = load_and_init(kind, &api, &count, &probe.reason);
+  probe.opened = api.handle != nullptr;
   probe.library = api.library;
+  if (!ok) return probe;
+  probe.loaded = true;
   if (api.DriverGetVersion(&probe.driver_version) != driver::kSuccess) probe.driver_version = 0;
   for (int i = 0; i < count; ++i) {
     driver::Device device = 0;
@@ -426,8 +427,10 @@ std::string device_backends_summary() {
       continue;
     }
     const DriverProbe probe = probe_driver(kind);
-    if (!probe.loaded) {
+    if (!probe.opened) {
       out += fmt::format("not found ({})", probe.reason);
+    } else if (!probe.loaded) {
+      out += fmt::format("unusable ({})", probe.reason);
     } else if (probe.devices.empty()) {
       out += fmt::format("{}{}, no device ({})", probe.library, version_text(probe.driver_version),
                          probe.reason);

@@ -9,12 +9,20 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <thread>
 
 #include "mate/config.hpp"
 #include "mate/device/driver.hpp"
 #include "subprocess.hpp"
+
+namespace mate::device {
+// Readable parameters in gtest's messages.
+void PrintTo(Kind kind, std::ostream* os) {
+  *os << (kind == Kind::Musa ? "musa" : kind == Kind::Cuda ? "cuda" : "host");
+}
+}  // namespace mate::device
 
 namespace {
 
@@ -304,6 +312,7 @@ TEST_P(FakeDriverBackend, MappedButNoAccessGrantedFaults) {
 TEST_P(FakeDriverBackend, DeviceCountAndArchitectures) {
   ASSERT_EQ(fake().set_devices(3, "9.0,8.6,10.0"), 0);
   const auto probe = mate::device::probe_driver(GetParam());
+  EXPECT_TRUE(probe.opened);
   EXPECT_TRUE(probe.loaded) << probe.reason;
   EXPECT_EQ(probe.library, MATE_FAKE_DRIVER_LIBRARY);
   EXPECT_EQ(probe.driver_version, 13000);
@@ -436,6 +445,7 @@ TEST_F(DriverSelection, ForcedByMateDeviceDriver) {
 TEST_F(DriverSelection, MissingDriverLibraryIsAReason) {
   ScopedOverride path(Var::MATE_FAKE_DRIVER_PATH, "/nonexistent/libno-driver.so");
   const auto probe = mate::device::probe_driver(Kind::Cuda);
+  EXPECT_FALSE(probe.opened);
   EXPECT_FALSE(probe.loaded);
   EXPECT_THAT(probe.reason, HasSubstr("/nonexistent/libno-driver.so"));
   EXPECT_THAT(probe.reason, HasSubstr("No such file"));
@@ -452,6 +462,8 @@ TEST_F(DriverSelection, LibraryWithoutTheDriverApiIsAReason) {
   std::string reason;
   EXPECT_EQ(mate::device::open_driver_backend(Kind::Musa, 0, &reason), nullptr);
   EXPECT_THAT(reason, HasSubstr("libm.so.6: missing entry point muGetErrorName"));
+  EXPECT_THAT(mate::device::device_backends_summary(),
+              HasSubstr("cuda driver: unusable (libm.so.6: missing entry point cuGetErrorName"));
 }
 
 TEST_F(DriverSelection, ProcessWideBackendIsChosenOnce) {

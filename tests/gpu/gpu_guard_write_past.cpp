@@ -7,6 +7,7 @@
 #include "mate/device/driver.hpp"
 
 extern "C" int mate_gpu_store_one(unsigned long long device_ptr, int index, float value);
+extern "C" const char* mate_gpu_error_text(int error);
 
 namespace {
 
@@ -42,7 +43,8 @@ int main() {
 
   // In bounds first: the kernel runs and its store is visible.
   if (int e = mate_gpu_store_one(buffer, kElements - 1, 42.0f); e != 0)
-    return fail("launch failed with cudaError_t " + std::to_string(e));
+    return fail("launch failed: cudaError_t " + std::to_string(e) + " (" +
+                mate_gpu_error_text(e) + ")");
   s = backend->synchronize();
   if (!s.ok()) return fail("in-bounds store: " + describe(*backend, s));
   float last = 0;
@@ -51,7 +53,8 @@ int main() {
 
   // One element past the end: into the guard granule.
   if (int e = mate_gpu_store_one(buffer, kElements, 1.0f); e != 0)
-    return fail("launch failed with cudaError_t " + std::to_string(e));
+    return fail("launch failed: cudaError_t " + std::to_string(e) + " (" +
+                mate_gpu_error_text(e) + ")");
   s = backend->synchronize();
   std::printf("synchronize after the write past the buffer: %s\n",
               describe(*backend, s).c_str());

@@ -2,6 +2,7 @@
 // builds without vendor headers; this checks them against the CUDA toolkit's <cuda.h>. The MUSA
 // driver mirrors these layouts and values.
 #include <cuda.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -10,6 +11,8 @@
 #include <utility>
 
 #include "device/driver_api.hpp"
+#include "mate/config.hpp"
+#include "mate/device/driver.hpp"
 
 namespace d = mate::device::driver;
 
@@ -104,6 +107,20 @@ constexpr bool same_text(const char* a, const char* b) {
 MATE_DRIVER_ENTRY_POINTS(CHECK_ENTRY_POINT)
 
 TEST(DriverAbi, DeclarationsMatchTheToolkitHeader) {
-  // Everything is checked at compile time; this records that the check was built.
+  // Everything above is checked at compile time; this records that the check was built.
   SUCCEED() << "built against CUDA " << CUDA_VERSION;
 }
+
+#ifdef MATE_CUDA_STUB_DRIVER
+// The toolkit's link stub exports every entry point of the real driver (and fails cuInit), so
+// loading it checks each name MATE resolves against the driver's export table.
+TEST(DriverAbi, EveryEntryPointIsExportedByTheDriver) {
+  mate::config::ScopedOverride path(mate::config::Var::MATE_FAKE_DRIVER_PATH,
+                                    MATE_CUDA_STUB_DRIVER);
+  const auto probe = mate::device::probe_driver(mate::device::Kind::Cuda);
+  EXPECT_TRUE(probe.opened) << probe.reason;
+  EXPECT_FALSE(probe.loaded);
+  EXPECT_THAT(probe.reason, ::testing::Not(::testing::HasSubstr("missing entry point")));
+  EXPECT_THAT(probe.reason, ::testing::HasSubstr("cuInit: "));
+}
+#endif

@@ -14,3 +14,8 @@ extern "C" int mate_gpu_store_one(unsigned long long device_ptr, int index, floa
   store_one<<<1, 1>>>(reinterpret_cast<float*>(device_ptr), index, value);
   return static_cast<int>(cudaGetLastError());
 }
+
+// cudaGetErrorName / cudaGetErrorString of a launch error, for the report.
+extern "C" const char* mate_gpu_error_text(int error) {
+  return cudaGetErrorString(static_cast<cudaError_t>(error));
+}

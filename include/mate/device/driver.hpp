@@ -60,8 +60,9 @@ class DriverBackend : public Backend {
 // What probing one driver found.
 struct DriverProbe {
   Kind kind = Kind::Cuda;
-  bool loaded = false;         // library opened and every entry point resolved
-  std::string library;         // what was opened (or tried last)
+  bool opened = false;         // the library was opened
+  bool loaded = false;         // ... every entry point resolved and the driver initialized
+  std::string library;         // what was opened ("" when nothing could be)
   int driver_version = 0;      // e.g. 13000 for 13.0; 0 when unknown
   std::vector<DeviceArch> devices;  // one entry per visible device
   std::string reason;          // why nothing usable was found ("" when devices were found)
