@@ -31,6 +31,7 @@ inline constexpr Result kErrorNoDevice = 100;
 inline constexpr Result kErrorInvalidDevice = 101;
 inline constexpr Result kErrorInvalidContext = 201;
 inline constexpr Result kErrorIllegalAddress = 700;
+inline constexpr Result kErrorStreamCaptureImplicit = 906;
 
 // CUmemLocation: {CUmemLocationType type; int id;}
 struct MemLocation {

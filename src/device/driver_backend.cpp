@@ -215,6 +215,12 @@ class VmmBackend final : public DriverBackend {
     if (scope.result() != driver::kSuccess) return context_failure(scope.result());
     int status = driver::kStreamCaptureStatusNone;
     const Result r = api_.StreamIsCapturing(stream, &status);
+    if (r == driver::kErrorStreamCaptureImplicit) {
+      // The legacy stream while a blocking stream captures: unusable until the capture ends,
+      // so for the allocator it is inside a capture.
+      *capturing = true;
+      return Status::success();
+    }
     if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "StreamIsCapturing")};
     // An invalidated capture is still a capture in progress: the stream is not usable normally.
     *capturing = status != driver::kStreamCaptureStatusNone;

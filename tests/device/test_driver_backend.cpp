@@ -354,12 +354,18 @@ TEST_P(FakeDriverBackend, StreamCaptureIsReported) {
   fake().set_capture_status(stream, 1);
   ASSERT_TRUE(b->is_capturing(stream, &capturing).ok());
   EXPECT_TRUE(capturing);
-  ASSERT_TRUE(b->is_capturing(nullptr, &capturing).ok());  // another stream is not
-  EXPECT_FALSE(capturing);
+  ASSERT_TRUE(b->is_capturing(reinterpret_cast<void*>(0x5678), &capturing).ok());
+  EXPECT_FALSE(capturing);  // another stream is not
+  // The legacy stream is blocked by the capture (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
+  capturing = false;
+  ASSERT_TRUE(b->is_capturing(nullptr, &capturing).ok());
+  EXPECT_TRUE(capturing);
   fake().set_capture_status(stream, 2);  // invalidated: still inside a capture
   ASSERT_TRUE(b->is_capturing(stream, &capturing).ok());
   EXPECT_TRUE(capturing);
   fake().set_capture_status(stream, 0);
+  ASSERT_TRUE(b->is_capturing(nullptr, &capturing).ok());
+  EXPECT_FALSE(capturing);
 }
 
 TEST_P(FakeDriverBackend, DeviceFaultComesBackFromSynchronize) {

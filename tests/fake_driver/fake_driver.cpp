@@ -46,6 +46,7 @@ constexpr Result kNoDevice = 100;
 constexpr Result kInvalidDevice = 101;
 constexpr Result kInvalidContext = 201;
 constexpr Result kIllegalAddress = 700;
+constexpr Result kStreamCaptureImplicit = 906;
 
 constexpr int kMaxDevices = 16;
 
@@ -497,6 +498,12 @@ Result fake_StreamIsCapturing(void* stream, int* status) {
   if (!l.s.initialized) return kNotInitialized;
   if (current_context == nullptr) return kInvalidContext;
   if (status == nullptr) return kInvalidValue;
+  if (stream == nullptr) {
+    // The legacy stream while another stream captures (the fake treats every stream as
+    // blocking): the real driver answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT.
+    for (const auto& [other, capture] : l.s.capture_status)
+      if (other != nullptr && capture == 1) return kStreamCaptureImplicit;
+  }
   auto it = l.s.capture_status.find(stream);
   *status = it == l.s.capture_status.end() ? 0 : it->second;
   return kSuccess;
@@ -522,6 +529,9 @@ constexpr ErrorText kErrors[] = {
      "invalid device context"},
     {kIllegalAddress, "CUDA_ERROR_ILLEGAL_ADDRESS", "MUSA_ERROR_ILLEGAL_ADDRESS",
      "an illegal memory access was encountered"},
+    {kStreamCaptureImplicit, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "MUSA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
 };
 
 Result error_text(Result code, bool musa, bool name, const char** out) {

@@ -50,6 +50,7 @@ static_assert(d::kErrorNoDevice == CUDA_ERROR_NO_DEVICE);
 static_assert(d::kErrorInvalidDevice == CUDA_ERROR_INVALID_DEVICE);
 static_assert(d::kErrorInvalidContext == CUDA_ERROR_INVALID_CONTEXT);
 static_assert(d::kErrorIllegalAddress == CUDA_ERROR_ILLEGAL_ADDRESS);
+static_assert(d::kErrorStreamCaptureImplicit == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
 static_assert(d::kMemLocationTypeDevice == CU_MEM_LOCATION_TYPE_DEVICE);
 static_assert(d::kMemAllocationTypePinned == CU_MEM_ALLOCATION_TYPE_PINNED);
 static_assert(d::kMemHandleTypeNone == CU_MEM_HANDLE_TYPE_NONE);

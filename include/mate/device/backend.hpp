@@ -57,7 +57,9 @@ class Backend {
   virtual Status synchronize() noexcept = 0;
   // Sets *capturing when work queued on `stream` (a CUstream / MUstream handle; nullptr is the
   // legacy default stream) is being captured into a graph, where allocating or freeing through
-  // the guarded allocator is not supported. The host never captures.
+  // the guarded allocator is not supported (the legacy stream counts as capturing while a
+  // blocking stream captures: it cannot be used until the capture ends). The host never
+  // captures.
   virtual Status is_capturing(void* stream, bool* capturing) noexcept {
     (void)stream;
     *capturing = false;
