@@ -19,6 +19,12 @@ if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
   exit 0
 fi
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L || true
+for tool in cmake ninja; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "FAIL: $tool is not installed (scripts/setup.sh installs the build dependencies)" >&2
+    exit 1
+  fi
+done
 
 nvcc=$(command -v nvcc || true)
 [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
