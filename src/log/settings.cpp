@@ -16,6 +16,7 @@ namespace {
 struct Shared {
   std::mutex mutex;
   Settings settings;
+  std::string destination = "stdout";  // opened when the level is above 0
   bool loaded = false;
 };
 
@@ -32,7 +33,8 @@ void load_locked(Shared& s) {
   try {
     next.level = static_cast<int>(config::loglevel());
     next.format = config::logformat() == "json" ? Format::Json : Format::Text;
-    if (next.level > 0) next.sink = core::LogSink::open(config::logdest());
+    s.destination = config::logdest();
+    if (next.level > 0) next.sink = core::LogSink::open(s.destination);
   } catch (const config::ConfigError& e) {
     std::fprintf(stderr, "mate: API logging disabled: %s\n", e.what());
     next.level = 0;
@@ -71,7 +73,7 @@ void set_level_for_testing(int level) {
   std::lock_guard lock(s.mutex);
   if (!s.loaded) detail::load_locked(s);
   s.settings.level = level;
-  if (level > 0 && !s.settings.sink) s.settings.sink = core::LogSink::open("stdout");
+  if (level > 0 && !s.settings.sink) s.settings.sink = core::LogSink::open(s.destination);
   if (level > 0) detail::register_crash_context_provider();
   detail::g_level.store(level, std::memory_order_relaxed);
 }
