@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <typeinfo>
@@ -116,12 +117,20 @@ concept Loggable = requires(const T& v) { detail::to_arg(v); };
 
 class [[nodiscard]] ApiCall {
  public:
-  template <class Collect>
-  ApiCall(const char* name, Collect&& collect) {
-    if (detail::g_level.load(std::memory_order_relaxed) == 0) [[likely]] return;
+  // Not logging.
+  ApiCall() noexcept = default;
+  // Logging (at level 1 and above, i.e. after MATE_API's level test): reads the configuration
+  // on the first call, writes the call line or the inputs record. The values arrive as copies
+  // (cheap: tensors are pointers or views), so the caller's variables never have their address
+  // taken and stay in registers on the level-0 path.
+  template <class... Ts>
+  [[gnu::noinline, gnu::cold]] ApiCall(const char* name, std::initializer_list<const char*> names, Ts... values) {
+    auto collect = [&](ArgList& args) {
+      const char* const* n = names.begin();
+      (args.add(*n++, values), ...);
+    };
     state_ = detail::begin_call(
-        name, [](void* c, ArgList& args) { (*static_cast<std::remove_reference_t<Collect>*>(c))(args); },
-        &collect);
+        name, [](void* c, ArgList& args) { (*static_cast<decltype(collect)*>(c))(args); }, &collect);
   }
   ~ApiCall() {
     if (state_ != nullptr) [[unlikely]] detail::end_call(state_);
@@ -147,19 +156,16 @@ class [[nodiscard]] ApiCall {
   bool active() const noexcept { return state_ != nullptr; }
 
  private:
+  // Inlined so the body's closure never escapes: the caller's variables stay in registers.
   template <class Body>
-  decltype(auto) run_logged(Body&& body) {
+  [[gnu::always_inline]] inline decltype(auto) run_logged(Body&& body) {
     using R = std::invoke_result_t<Body&&>;
     try {
       if constexpr (std::is_void_v<R>) {
         std::forward<Body>(body)();
       } else {
         R result = std::forward<Body>(body)();
-        if constexpr (detail::Loggable<std::remove_cvref_t<R>>) {
-          Arg a = detail::to_arg(result);
-          a.name = "return";
-          detail::add_return_value(state_, std::move(a));
-        }
+        if constexpr (detail::Loggable<std::remove_cvref_t<R>>) log_return(result);
         return result;
       }
     } catch (const std::exception& e) {
@@ -169,6 +175,13 @@ class [[nodiscard]] ApiCall {
       detail::record_exception(state_, nullptr, nullptr);
       throw;
     }
+  }
+
+  template <class R>
+  [[gnu::noinline, gnu::cold]] void log_return(const R& result) {
+    Arg a = detail::to_arg(result);
+    a.name = "return";
+    detail::add_return_value(state_, std::move(a));
   }
 
   detail::CallState* state_ = nullptr;
@@ -190,6 +203,7 @@ class [[nodiscard]] ApiCall {
   macro(a1) __VA_OPT__(MATE_LOG_FOR_EACH_AGAIN_ MATE_LOG_PARENS_(macro, __VA_ARGS__))
 #define MATE_LOG_FOR_EACH_AGAIN_() MATE_LOG_FOR_EACH_HELPER_
 #define MATE_LOG_ADD_ARG_(x) mate_args_.add(#x, x);
+#define MATE_LOG_NAME_(x) #x,
 
 // A collector of named arguments: MATE_ARGS(a, b, MATE_NAMED("n", expr)).
 #define MATE_ARGS(...)                                  \
@@ -200,7 +214,11 @@ class [[nodiscard]] ApiCall {
 // An argument named explicitly (for expressions).
 #define MATE_NAMED(name, ...) (::mate::log::Named{name, __VA_ARGS__})
 // The call object: MATE_API("name", args...).outputs(MATE_ARGS(...)).run([&] { body });
-#define MATE_API(name, ...) ::mate::log::ApiCall(name, MATE_ARGS(__VA_ARGS__))
+// The level test comes first, so that the argument collector is only built when logging.
+#define MATE_API(name, ...)                                                        \
+  (__builtin_expect(::mate::log::detail::g_level.load(::std::memory_order_relaxed) == 0, 1) \
+       ? ::mate::log::ApiCall()                                                    \
+       : ::mate::log::ApiCall(name, {MATE_LOG_FOR_EACH(MATE_LOG_NAME_, __VA_ARGS__)} __VA_OPT__(, ) __VA_ARGS__))
 // The scope form: logs inputs now, outputs and wall time when the enclosing scope ends.
-#define MATE_API_SCOPE(name, ...) ::mate::log::ApiCall mate_api_call_(name, MATE_ARGS(__VA_ARGS__))
+#define MATE_API_SCOPE(name, ...) ::mate::log::ApiCall mate_api_call_ = MATE_API(name, __VA_ARGS__)
 #define MATE_API_OUTPUTS(...) mate_api_call_.outputs(MATE_ARGS(__VA_ARGS__))
