@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -220,6 +221,50 @@ TEST(Stats, DeviceWithoutBackendOrFailingReadIsUnavailableNotACrash) {
   v.dtype = DLDataType{kDLComplex, 64, 1};
   EXPECT_EQ(compute_stats(TensorView(v)).unavailable,
             "stats unavailable: no statistics for dtype dlpack(code=5,bits=64,lanes=1)");
+}
+
+}  // namespace
+
+namespace {
+
+// Long runs go through the blocked kernels (all-finite fast blocks, re-classified blocks);
+// compare with a plain double reference for every float dtype that has them.
+TEST(Stats, LongRunsAgreeWithAReferenceWithAndWithoutNonFiniteValues) {
+  constexpr int kN = 5000;
+  for (bool poison : {false, true}) {
+    std::vector<float> f(kN);
+    std::vector<std::uint16_t> b(kN);
+    for (int i = 0; i < kN; ++i) {
+      f[i] = static_cast<float>((i * 37) % 211) - 100.0f;  // exact in bf16 too
+      b[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f[i]) >> 16);
+    }
+    if (poison) {
+      f[4000] = kInf;
+      b[4000] = 0x7f80;
+      f[17] = kNaN;
+      b[17] = 0x7fc0;
+    }
+    double sum = 0, mn = 1e30, mx = -1e30;
+    std::int64_t finite = 0;
+    for (float v : f) {
+      if (!std::isfinite(v)) continue;
+      sum += v;
+      mn = std::min<double>(mn, v);
+      mx = std::max<double>(mx, v);
+      ++finite;
+    }
+    std::vector<std::int64_t> shape{kN};
+    for (auto [data, type] : {std::pair<const void*, ScalarType>{f.data(), ScalarType::F32},
+                              {b.data(), ScalarType::BF16}}) {
+      Stats s = host_stats(make(data, shape, nullptr, type));
+      EXPECT_EQ(s.finite, finite);
+      EXPECT_EQ(s.nan, poison ? 1 : 0);
+      EXPECT_EQ(s.inf, poison ? 1 : 0);
+      EXPECT_EQ(s.min, mn);
+      EXPECT_EQ(s.max, mx);
+      EXPECT_NEAR(s.mean, sum / static_cast<double>(finite), 1e-9);
+    }
+  }
 }
 
 }  // namespace
