@@ -359,6 +359,7 @@ std::string check(const TensorView& t) {
   if (t.scalar_type() == ScalarType::Unsupported) {
     return "stats unavailable: no statistics for dtype " + dtype_name(t.dtype());
   }
+  if (t.dl().data == nullptr && t.numel() > 0) return "stats unavailable: null data pointer";
   return {};
 }
 

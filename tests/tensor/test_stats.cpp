@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "mate/tensor/stats.hpp"
@@ -216,6 +217,11 @@ TEST(Stats, DeviceWithoutBackendOrFailingReadIsUnavailableNotACrash) {
   EXPECT_NE(f.unavailable.find("test-cuda read failed (cuMemcpyDtoH, code 5)"), std::string::npos);
   set_device_backend(Kind::Cuda, nullptr);
 
+  DLTensor null_data = t;
+  null_data.device = {kDLCPU, 0};
+  null_data.data = nullptr;
+  EXPECT_EQ(compute_stats(TensorView(null_data)).unavailable, "stats unavailable: null data pointer");
+
   DLTensor v = t;
   v.device = {kDLCPU, 0};
   v.dtype = DLDataType{kDLComplex, 64, 1};
@@ -233,16 +239,22 @@ TEST(Stats, LongRunsAgreeWithAReferenceWithAndWithoutNonFiniteValues) {
   constexpr int kN = 5000;
   for (bool poison : {false, true}) {
     std::vector<float> f(kN);
-    std::vector<std::uint16_t> b(kN);
+    std::vector<std::uint16_t> b(kN), h(kN);
+    std::map<float, std::uint16_t> to_half;
+    for (int bits = 0; bits < 0x7c00; ++bits) to_half.emplace(half_to_float(static_cast<std::uint16_t>(bits)), bits);
+    for (int bits = 0x8001; bits < 0xfc00; ++bits) to_half.emplace(half_to_float(static_cast<std::uint16_t>(bits)), bits);
     for (int i = 0; i < kN; ++i) {
-      f[i] = static_cast<float>((i * 37) % 211) - 100.0f;  // exact in bf16 too
+      f[i] = static_cast<float>((i * 37) % 211) - 100.0f;  // exact in bf16 and f16 too
       b[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f[i]) >> 16);
+      h[i] = to_half.at(f[i]);
     }
     if (poison) {
       f[4000] = kInf;
       b[4000] = 0x7f80;
+      h[4000] = 0x7c00;
       f[17] = kNaN;
       b[17] = 0x7fc0;
+      h[17] = 0x7e00;
     }
     double sum = 0, mn = 1e30, mx = -1e30;
     std::int64_t finite = 0;
@@ -255,7 +267,7 @@ TEST(Stats, LongRunsAgreeWithAReferenceWithAndWithoutNonFiniteValues) {
     }
     std::vector<std::int64_t> shape{kN};
     for (auto [data, type] : {std::pair<const void*, ScalarType>{f.data(), ScalarType::F32},
-                              {b.data(), ScalarType::BF16}}) {
+                              {b.data(), ScalarType::BF16}, {h.data(), ScalarType::F16}}) {
       Stats s = host_stats(make(data, shape, nullptr, type));
       EXPECT_EQ(s.finite, finite);
       EXPECT_EQ(s.nan, poison ? 1 : 0);
