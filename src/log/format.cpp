@@ -108,8 +108,8 @@ std::string text_record(const Header& h, Event event, int level, const std::vect
       if (outcome->exception_type.empty() && outcome->exception_message.empty()) {
         out += "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n";
       } else {
-        out += fmt::format("{}: {}\n", outcome->exception_type.empty() ? "non-std exception" : outcome->exception_type,
-                           outcome->exception_message);
+        if (!outcome->exception_type.empty()) out += outcome->exception_type + ": ";
+        out += outcome->exception_message + "\n";
       }
       break;
   }

@@ -1,8 +1,10 @@
 // Child process for the log tests. Modes:
-//   crash              an instrumented call that writes through a null pointer
+//   crash              an instrumented call that writes to an inaccessible page
 //   crash-context      as crash, with a SIGSEGV handler printing the crash context to stderr
 //   stress THREADS N   THREADS threads, each making N instrumented calls with large records
 // The configuration comes from the environment (MATE_LOGLEVEL, MATE_LOGDEST, MATE_LOGFORMAT).
+#include <sys/mman.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -16,11 +18,15 @@
 
 namespace {
 
-volatile int* volatile g_null = nullptr;
+// A page that faults on write: a real SIGSEGV, without undefined behaviour the sanitizers flag.
+volatile int* fault_address() {
+  void* p = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return static_cast<volatile int*>(p);
+}
 
 void crashing_kernel(const DLTensor* input, int block_size, const char* tag) {
   MATE_API_SCOPE("CrashingOp.run", input, block_size, tag);
-  *g_null = 42;  // the "kernel" faults
+  *fault_address() = 42;  // the "kernel" faults
 }
 
 void on_segv(int) {

@@ -159,7 +159,9 @@ TEST_F(LogTest, ExceptionsAreLoggedWithMessageAndRethrown) {
                  throw 42;
                }()),
                int);
+  EXPECT_THROW(MATE_API("Boom.int").run([] { throw 7; }), int);
   std::string text = log();
+  EXPECT_NE(text.find("us): an exception not derived from std::exception\n"), std::string::npos) << text;
   EXPECT_NE(text.find("] Boom.run exception ("), std::string::npos) << text;
   EXPECT_NE(text.find("us): std::out_of_range: index 9 >= 4\n"), std::string::npos) << text;
   EXPECT_NE(text.find("] Boom.scope exception ("), std::string::npos) << text;

@@ -172,7 +172,7 @@ class [[nodiscard]] ApiCall {
       detail::record_exception(state_, &typeid(e), e.what());
       throw;
     } catch (...) {
-      detail::record_exception(state_, nullptr, nullptr);
+      detail::record_exception(state_, nullptr, "an exception not derived from std::exception");
       throw;
     }
   }
