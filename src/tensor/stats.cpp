@@ -124,6 +124,7 @@ void float_run(const unsigned char* p, std::int64_t n, std::int64_t stride, Acc&
 }
 
 constexpr std::int64_t kBlock = 2048;  // elements per block of the contiguous kernels
+constexpr std::int64_t kPrefetchBytes = 2048;
 
 // The common case, all values finite, without classifying each one: lane-wise min, max and sum
 // plus a check that stays 0 only while every value is finite (x * 0 is NaN for NaN and ±Inf).
@@ -143,6 +144,9 @@ bool finite_block(const unsigned char* p, std::int64_t n, Acc& acc, Conv conv) {
   }
   std::int64_t i = 0;
   for (; i + L <= n; i += L) {
+    // This loop does more per byte than a plain read, so the CPU keeps fewer loads in flight:
+    // ask for the data ahead explicitly (a hint; reading past the end does not fault).
+    __builtin_prefetch(p + (i + L) * static_cast<std::int64_t>(sizeof(Raw)) + kPrefetchBytes);
     for (int j = 0; j < L; ++j) {
       V v = conv(load<Raw>(p, i + j));
       mn[j] = v < mn[j] ? v : mn[j];
@@ -178,13 +182,62 @@ struct Half {
   float operator()(std::uint16_t h) const noexcept { return half_to_float(h); }
 };
 
-// bf16: widen the block into an L1-resident f32 scratch (a loop the compiler vectorizes), then
-// the f32 block kernel. The compiler does not vectorize the fused loop by itself.
+// bf16 on its 16-bit patterns, eight at a time (GCC vector types: SSE2 on any x86-64):
+//  * non-finite check: max of |bits| (exponent all ones means NaN or Inf);
+//  * min/max on an integer key with the same order as the values (sign-magnitude to two's
+//    complement: negative patterns get their magnitude bits flipped);
+//  * sum: the patterns widened to f32 (bf16 is the top half of an f32) and added.
 bool finite_block_bf16(const unsigned char* p, std::int64_t n, Acc& acc) {
-  alignas(64) std::uint32_t scratch[kBlock];
-  for (std::int64_t i = 0; i < n; ++i) scratch[i] = static_cast<std::uint32_t>(load<std::uint16_t>(p, i)) << 16;
-  return finite_block<float, float>(reinterpret_cast<const unsigned char*>(scratch), n, acc,
-                                    [](float v) { return v; });
+  using S8 = std::int16_t __attribute__((vector_size(16)));
+  using F4 = float __attribute__((vector_size(16)));
+  const S8 zero = {};
+  const S8 magnitude = zero + 0x7fff;
+  S8 kmin = magnitude, kmax = zero - 0x7fff - 1, worst = zero;
+  F4 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+  std::int64_t i = 0;
+  auto step = [&](S8 h, F4& lo_sum, F4& hi_sum) {
+    S8 a = h & magnitude;
+    worst = a > worst ? a : worst;
+    S8 key = h ^ ((h >> 15) & magnitude);
+    kmin = key < kmin ? key : kmin;
+    kmax = key > kmax ? key : kmax;
+    lo_sum += reinterpret_cast<F4>(__builtin_shufflevector(zero, h, 0, 8, 1, 9, 2, 10, 3, 11));
+    hi_sum += reinterpret_cast<F4>(__builtin_shufflevector(zero, h, 4, 12, 5, 13, 6, 14, 7, 15));
+  };
+  for (; i + 16 <= n; i += 16) {
+    __builtin_prefetch(p + i * 2 + kPrefetchBytes);
+    S8 h0, h1;
+    std::memcpy(&h0, p + i * 2, sizeof h0);
+    std::memcpy(&h1, p + i * 2 + 16, sizeof h1);
+    step(h0, s0, s1);
+    step(h1, s2, s3);
+  }
+  std::int16_t worst_bits = 0, kmin_bits = 0x7fff, kmax_bits = -0x8000;
+  for (int j = 0; j < 8; ++j) {
+    worst_bits = std::max(worst_bits, worst[j]);
+    kmin_bits = std::min(kmin_bits, kmin[j]);
+    kmax_bits = std::max(kmax_bits, kmax[j]);
+  }
+  double sum = 0;
+  for (int j = 0; j < 4; ++j) sum += static_cast<double>(s0[j]) + s1[j] + s2[j] + s3[j];
+  for (; i < n; ++i) {
+    auto h = static_cast<std::int16_t>(load<std::uint16_t>(p, i));
+    worst_bits = std::max<std::int16_t>(worst_bits, h & 0x7fff);
+    auto key = static_cast<std::int16_t>(h ^ ((h >> 15) & 0x7fff));
+    kmin_bits = std::min(kmin_bits, key);
+    kmax_bits = std::max(kmax_bits, key);
+    sum += bf16_to_float(static_cast<std::uint16_t>(h));
+  }
+  if (worst_bits >= 0x7f80) return false;
+  if (n == 0) return true;
+  auto value = [](std::int16_t key) {
+    return static_cast<double>(bf16_to_float(static_cast<std::uint16_t>(key ^ ((key >> 15) & 0x7fff))));
+  };
+  acc.sum += sum;
+  acc.min = std::min(acc.min, value(kmin_bits));
+  acc.max = std::max(acc.max, value(kmax_bits));
+  acc.finite += n;
+  return true;
 }
 
 // Contiguous runs go block by block through finite_block; strided runs (and blocks with a
