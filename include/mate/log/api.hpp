@@ -21,8 +21,9 @@
 //
 // What is logged depends on MATE_LOGLEVEL (read once; see docs/logging.md):
 //   0  nothing. The instrumentation costs a relaxed atomic load and a predictable branch; the
-//      arguments are not evaluated.
+//      arguments are not evaluated (bench/log measures it).
 //   1  one line per call: timestamp, pid, thread, per-process sequence number, function name.
+//      The arguments are evaluated (copied) but not described.
 //   3  the inputs, written (one write(2)) before the body runs, so a crash inside it leaves them
 //      in the log; after the body, the outputs and the wall time. Tensors show dtype, shape,
 //      strides, device, contiguity and VA range. An exception leaving the body through run() is
@@ -38,6 +39,10 @@
 // Outputs: MATE_ARGS(...) passed to outputs() is evaluated when the body has returned, so output
 // tensors show their final contents (statistics at level 5). In the scope form, name only
 // variables that outlive the guard (parameters, or locals declared before MATE_API_SCOPE).
+//
+// MATE_API(...) is an expression: follow it with .run(...) (alone, as a statement, it would log
+// the call as finished at once). Inputs are taken by value when logging (tensors are pointers
+// or views, so this is cheap); that keeps the caller's variables in registers at level 0.
 //
 // Function names must be string literals or otherwise static: the crash-report context keeps
 // the pointer.
