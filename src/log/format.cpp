@@ -173,7 +173,10 @@ ordered_json json_arg(const Arg& a, int level) {
           }
           j["stats"] = std::move(s);
         } else {
-          j["stats_unavailable"] = r.unavailable;
+          constexpr std::string_view kPrefix = "stats unavailable: ";
+          std::string_view why = r.unavailable;
+          if (why.substr(0, kPrefix.size()) == kPrefix) why.remove_prefix(kPrefix.size());
+          j["stats_unavailable"] = why;
         }
       }
       break;

@@ -117,8 +117,9 @@ TEST_F(LogTest, LevelThreeLogsNamedInputsOutputsAndReturnValue) {
   std::optional<int> none;
   std::optional<double> some = 2.5;
   std::vector<const DLTensor*> list{&in.dl, nullptr};
+  DLManagedTensor managed{in.dl, nullptr, nullptr};
   auto r = MATE_API("Kitchen.sink", none, some, Mode::Fast, Plain::A, std::string("s"), true,
-                    std::uint8_t{200}, list, &in.dl)
+                    std::uint8_t{200}, list, &in.dl, &managed)
                .run([&] { return 7L; });
   EXPECT_EQ(r, 7L);
   scale(&in.dl, &out.dl, 2.0f);
@@ -127,7 +128,7 @@ TEST_F(LogTest, LevelThreeLogsNamedInputsOutputsAndReturnValue) {
        {"] Kitchen.sink inputs\n", "  none: None (optional)\n", "  some: f64 2.5\n",
         "  Mode::Fast: enum Fast (0)\n", "  Plain::A: enum 7\n", "  std::string(\"s\"): str \"s\"\n",
         "  true: bool true\n", "  std::uint8_t{200}: u8 200\n", "  list: list of 2\n",
-        "    [1]: None (tensor)\n", "] Kitchen.sink outputs (", "  return: i64 7\n",
+        "    [1]: None (tensor)\n", "  &managed: tensor f32 [3] strides [1] cpu contiguous va [", "] Kitchen.sink outputs (", "  return: i64 7\n",
         "] Scale.run inputs\n", "  factor: f32 2\n", "] Scale.run outputs ("}) {
     EXPECT_NE(text.find(expected), std::string::npos) << "missing: " << expected << "\n" << text;
   }

@@ -5,7 +5,8 @@
 // and, when an ADL `to_string(e)` exists, its text. Formatting, statistics and the call hooks
 // (dumps) all work from this list, so every consumer sees the same arguments.
 //
-// Accepted argument types: DLTensor / DLTensor* / const DLTensor*, mate::tensor::TensorView,
+// Accepted argument types: DLTensor / DLTensor* / const DLTensor*, DLManagedTensor*,
+// mate::tensor::TensorView,
 // bool, integers, floating point, const char* / std::string / std::string_view, enums,
 // std::optional<T> and std::nullopt, and ranges (std::vector, std::array, std::span) of any of
 // these, e.g. a list of tensors. Another type T is accepted when an ADL function
@@ -82,6 +83,12 @@ Arg to_arg(const T& v) {
     if (v != nullptr) {
       a.kind = Arg::Kind::Tensor;
       a.tensor.emplace(*v);
+    }
+  } else if constexpr (std::is_same_v<U, DLManagedTensor*> || std::is_same_v<U, const DLManagedTensor*>) {
+    a.type = "tensor";
+    if (v != nullptr) {
+      a.kind = Arg::Kind::Tensor;
+      a.tensor.emplace(v->dl_tensor);
     }
   } else if constexpr (std::is_same_v<U, bool>) {
     a.kind = Arg::Kind::Bool;
