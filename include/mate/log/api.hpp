@@ -165,7 +165,9 @@ class [[nodiscard]] ApiCall {
   template <class Body>
   [[gnu::always_inline]] inline decltype(auto) run_logged(Body&& body) {
     using R = std::invoke_result_t<Body&&>;
+#if defined(__cpp_exceptions)
     try {
+#endif
       if constexpr (std::is_void_v<R>) {
         std::forward<Body>(body)();
       } else {
@@ -173,13 +175,19 @@ class [[nodiscard]] ApiCall {
         if constexpr (detail::Loggable<std::remove_cvref_t<R>>) log_return(result);
         return result;
       }
+#if defined(__cpp_exceptions)
     } catch (const std::exception& e) {
+#if defined(__cpp_rtti)
       detail::record_exception(state_, &typeid(e), e.what());
+#else
+      detail::record_exception(state_, nullptr, e.what());
+#endif
       throw;
     } catch (...) {
       detail::record_exception(state_, nullptr, "an exception not derived from std::exception");
       throw;
     }
+#endif
   }
 
   template <class R>
