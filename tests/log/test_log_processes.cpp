@@ -120,3 +120,26 @@ TEST(LogProcesses, RecordsFromThreadsAndProcessesSharingAFileStayWhole) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(LogProcesses, UnwritableDestinationFallsBackToStderrAndTheProgramRuns) {
+  std::string blocker = scratch("not_a_dir").string();
+  std::ofstream(blocker) << "x";
+  std::string dest = blocker + "/logs/%i.log";
+  auto r = mate::testing::run({MATE_LOG_CHILD, "stress", "2", "3"},
+                              with_env({{"MATE_LOGLEVEL", "1"}, {"MATE_LOGDEST", dest}}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string message = "mate: cannot write the API log to '" + blocker + "/logs/";
+  std::size_t first = r.err.find(message);
+  EXPECT_NE(first, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("': Not a directory; logging to stderr instead\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(message, first + 1), std::string::npos) << "one message only:\n" << r.err;
+  std::size_t calls = 0;
+  for (std::size_t at = r.err.find("] Stress.call\n"); at != std::string::npos; at = r.err.find("] Stress.call\n", at + 1)) ++calls;
+  EXPECT_EQ(calls, 6u) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  std::filesystem::remove_all(scratch(""));
+}
+
+}  // namespace
