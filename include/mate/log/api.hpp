@@ -1,0 +1,237 @@
+// mate/log/api.hpp — API call logging: the instrumentation a kernel library puts on its API.
+//
+// Marking an API function takes one line that names the function and its arguments:
+//
+//   float gemm(const DLTensor* a, const DLTensor* b, DLTensor* out, float alpha) {
+//     return MATE_API("gemm", a, b, out, alpha).outputs(MATE_ARGS(out)).run([&] {
+//       ... the body: launch the kernel ...
+//     });
+//   }
+//
+// or, when the body should stay as it is (the scope form):
+//
+//   void Gemm::run(const TensorView& a, const TensorView& b, TensorView& out) {
+//     MATE_API_SCOPE("Gemm.run", a, b, out);
+//     MATE_API_OUTPUTS(out);
+//     ... the body ...
+//   }
+//
+// Each argument is logged under its spelling ("a", "out"); MATE_NAMED("m", expr) names an
+// expression. See mate/log/arg.hpp for the accepted types.
+//
+// What is logged depends on MATE_LOGLEVEL (read once; see docs/logging.md):
+//   0  nothing. The instrumentation costs a relaxed atomic load and a predictable branch; the
+//      arguments are not evaluated (bench/log measures it).
+//   1  one line per call: timestamp, pid, thread, per-process sequence number, function name.
+//      The arguments are evaluated (copied) but not described.
+//   3  the inputs, written (one write(2)) before the body runs, so a crash inside it leaves them
+//      in the log; after the body, the outputs and the wall time. Tensors show dtype, shape,
+//      strides, device, contiguity and VA range. An exception leaving the body through run() is
+//      logged with its type and message and rethrown.
+//   5  level 3 plus per-tensor statistics (mate/tensor/stats.hpp).
+//   10 level 5; the dump component adds on-disk dumps through the call hooks below.
+//
+// Why run(lambda) is the recommended form: only a catch can see an exception's message, and
+// run() is where that catch lives; run() also logs the body's return value as output "return".
+// The scope form (an RAII guard) sees that an exception escaped (std::uncaught_exceptions) but
+// not its message, so it logs the exception without one. Both forms log outputs and wall time.
+//
+// Outputs: MATE_ARGS(...) passed to outputs() is evaluated when the body has returned, so output
+// tensors show their final contents (statistics at level 5). In the scope form, name only
+// variables that outlive the guard (parameters, or locals declared before MATE_API_SCOPE).
+//
+// MATE_API(...) is an expression: follow it with .run(...) (alone, as a statement, it would log
+// the call as finished at once). Inputs are taken by value when logging (tensors are pointers
+// or views, so this is cheap); that keeps the caller's variables in registers at level 0.
+//
+// Function names must be string literals or otherwise static: the crash-report context keeps
+// the pointer.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "mate/log/arg.hpp"
+
+namespace mate::log {
+
+// ---- level and configuration ----
+
+// The current level (reads the registry on first use).
+int level();
+// Re-reads MATE_LOGLEVEL, MATE_LOGDEST and MATE_LOGFORMAT from the registry (which honours
+// mate::config::ScopedOverride) and reopens the destination. For tests and tools.
+void reconfigure();
+// Sets the level without touching the registry (tests and benchmarks).
+void set_level_for_testing(int level);
+
+// ---- call hooks: the extension point for dumps ----
+
+struct CallInfo {
+  const char* name;
+  std::uint64_t seq;
+  int level;
+};
+
+struct CallOutcome {
+  double elapsed_us = 0;
+  bool threw = false;
+  std::string exception_type;     // demangled, "" when unknown
+  std::string exception_message;  // "" when unknown (scope form)
+};
+
+// Called for every logged call at level >= 3, with the same argument lists the log shows.
+// before() runs after the inputs are written and before the body; after() after the body.
+class CallHook {
+ public:
+  virtual ~CallHook() = default;
+  virtual void before(const CallInfo& call, const std::vector<Arg>& inputs) = 0;
+  virtual void after(const CallInfo& call, const std::vector<Arg>& outputs, const CallOutcome& outcome) = 0;
+};
+// The hook must stay alive until removed. Thread-safe.
+void add_call_hook(CallHook* hook);
+void remove_call_hook(CallHook* hook);
+
+// ---- the instrumentation ----
+
+namespace detail {
+
+// -1 until the registry has been read; then the level. Read relaxed on every call.
+extern std::atomic<int> g_level;
+
+struct CallState;
+using Collector = void (*)(void* context, ArgList& args);
+CallState* begin_call(const char* name, Collector collect, void* context);
+void set_output_collector(CallState* state, std::function<void(ArgList&)> collect);
+void add_return_value(CallState* state, Arg value);
+void record_exception(CallState* state, const std::type_info* type, const char* message);
+void end_call(CallState* state) noexcept;
+
+template <class T>
+concept Loggable = requires(const T& v) { detail::to_arg(v); };
+
+}  // namespace detail
+
+class [[nodiscard]] ApiCall {
+ public:
+  // Not logging.
+  ApiCall() noexcept = default;
+  // Logging (at level 1 and above, i.e. after MATE_API's level test): reads the configuration
+  // on the first call, writes the call line or the inputs record. The values arrive as copies
+  // (cheap: tensors are pointers or views), so the caller's variables never have their address
+  // taken and stay in registers on the level-0 path.
+  template <class... Ts>
+  [[gnu::noinline, gnu::cold]] ApiCall(const char* name, std::initializer_list<const char*> names, Ts... values) {
+    auto collect = [&](ArgList& args) {
+      const char* const* n = names.begin();
+      (args.add(*n++, values), ...);
+    };
+    state_ = detail::begin_call(
+        name, [](void* c, ArgList& args) { (*static_cast<decltype(collect)*>(c))(args); }, &collect);
+  }
+  ~ApiCall() {
+    if (state_ != nullptr) [[unlikely]] detail::end_call(state_);
+  }
+  ApiCall(const ApiCall&) = delete;
+  ApiCall& operator=(const ApiCall&) = delete;
+
+  // Arguments to log as outputs once the body has returned (not when it throws).
+  template <class Collect>
+  ApiCall& outputs(Collect&& collect) {
+    if (state_ != nullptr) [[unlikely]] detail::set_output_collector(state_, std::forward<Collect>(collect));
+    return *this;
+  }
+
+  // Runs the body. When logging, its return value is an output ("return") and an exception it
+  // throws is logged with its message, then rethrown.
+  template <class Body>
+  decltype(auto) run(Body&& body) {
+    if (state_ == nullptr) [[likely]] return std::forward<Body>(body)();
+    return run_logged(std::forward<Body>(body));
+  }
+
+  bool active() const noexcept { return state_ != nullptr; }
+
+ private:
+  // Inlined so the body's closure never escapes: the caller's variables stay in registers.
+  template <class Body>
+  [[gnu::always_inline]] inline decltype(auto) run_logged(Body&& body) {
+    using R = std::invoke_result_t<Body&&>;
+#if defined(__cpp_exceptions)
+    try {
+#endif
+      if constexpr (std::is_void_v<R>) {
+        std::forward<Body>(body)();
+      } else {
+        R result = std::forward<Body>(body)();
+        if constexpr (detail::Loggable<std::remove_cvref_t<R>>) log_return(result);
+        return result;
+      }
+#if defined(__cpp_exceptions)
+    } catch (const std::exception& e) {
+#if defined(__cpp_rtti)
+      detail::record_exception(state_, &typeid(e), e.what());
+#else
+      detail::record_exception(state_, nullptr, e.what());
+#endif
+      throw;
+    } catch (...) {
+      detail::record_exception(state_, nullptr, "an exception not derived from std::exception");
+      throw;
+    }
+#endif
+  }
+
+  template <class R>
+  [[gnu::noinline, gnu::cold]] void log_return(const R& result) {
+    Arg a = detail::to_arg(result);
+    a.name = "return";
+    detail::add_return_value(state_, std::move(a));
+  }
+
+  detail::CallState* state_ = nullptr;
+};
+
+}  // namespace mate::log
+
+// ---- macros ----
+
+// MATE_LOG_FOR_EACH(m, x, y, z) -> m(x) m(y) m(z)  (up to 256 arguments)
+#define MATE_LOG_PARENS_ ()
+#define MATE_LOG_EXPAND_(...) MATE_LOG_EXPAND4_(MATE_LOG_EXPAND4_(MATE_LOG_EXPAND4_(MATE_LOG_EXPAND4_(__VA_ARGS__))))
+#define MATE_LOG_EXPAND4_(...) MATE_LOG_EXPAND3_(MATE_LOG_EXPAND3_(MATE_LOG_EXPAND3_(MATE_LOG_EXPAND3_(__VA_ARGS__))))
+#define MATE_LOG_EXPAND3_(...) MATE_LOG_EXPAND2_(MATE_LOG_EXPAND2_(MATE_LOG_EXPAND2_(MATE_LOG_EXPAND2_(__VA_ARGS__))))
+#define MATE_LOG_EXPAND2_(...) MATE_LOG_EXPAND1_(MATE_LOG_EXPAND1_(MATE_LOG_EXPAND1_(MATE_LOG_EXPAND1_(__VA_ARGS__))))
+#define MATE_LOG_EXPAND1_(...) __VA_ARGS__
+#define MATE_LOG_FOR_EACH(macro, ...) __VA_OPT__(MATE_LOG_EXPAND_(MATE_LOG_FOR_EACH_HELPER_(macro, __VA_ARGS__)))
+#define MATE_LOG_FOR_EACH_HELPER_(macro, a1, ...) \
+  macro(a1) __VA_OPT__(MATE_LOG_FOR_EACH_AGAIN_ MATE_LOG_PARENS_(macro, __VA_ARGS__))
+#define MATE_LOG_FOR_EACH_AGAIN_() MATE_LOG_FOR_EACH_HELPER_
+#define MATE_LOG_ADD_ARG_(x) mate_args_.add(#x, x);
+#define MATE_LOG_NAME_(x) #x,
+
+// A collector of named arguments: MATE_ARGS(a, b, MATE_NAMED("n", expr)).
+#define MATE_ARGS(...)                                  \
+  [&](::mate::log::ArgList & mate_args_) {              \
+    (void)mate_args_;                                   \
+    MATE_LOG_FOR_EACH(MATE_LOG_ADD_ARG_, __VA_ARGS__)   \
+  }
+// An argument named explicitly (for expressions).
+#define MATE_NAMED(name, ...) (::mate::log::Named{name, __VA_ARGS__})
+// The call object: MATE_API("name", args...).outputs(MATE_ARGS(...)).run([&] { body });
+// The level test comes first, so that the argument collector is only built when logging.
+#define MATE_API(name, ...)                                                        \
+  (__builtin_expect(::mate::log::detail::g_level.load(::std::memory_order_relaxed) == 0, 1) \
+       ? ::mate::log::ApiCall()                                                    \
+       : ::mate::log::ApiCall(name, {MATE_LOG_FOR_EACH(MATE_LOG_NAME_, __VA_ARGS__)} __VA_OPT__(, ) __VA_ARGS__))
+// The scope form: logs inputs now, outputs and wall time when the enclosing scope ends.
+#define MATE_API_SCOPE(name, ...) ::mate::log::ApiCall mate_api_call_ = MATE_API(name, __VA_ARGS__)
+#define MATE_API_OUTPUTS(...) mate_api_call_.outputs(MATE_ARGS(__VA_ARGS__))

@@ -1,0 +1,169 @@
+// mate/log/arg.hpp — the named, typed argument list of one instrumented API call.
+//
+// Instrumentation (mate/log/api.hpp) turns each argument into an Arg: tensors keep an owned copy
+// of their DLPack metadata (never the data), scalars and strings their value, enums their number
+// and, when an ADL `to_string(e)` exists, its text. Formatting, statistics and the call hooks
+// (dumps) all work from this list, so every consumer sees the same arguments.
+//
+// Accepted argument types: DLTensor / DLTensor* / const DLTensor*, DLManagedTensor*,
+// mate::tensor::TensorView,
+// bool, integers, floating point, const char* / std::string / std::string_view, enums,
+// std::optional<T> and std::nullopt, and ranges (std::vector, std::array, std::span) of any of
+// these, e.g. a list of tensors. Another type T is accepted when an ADL function
+// `mate_log_value(const T&)` returns one of them (e.g. a framework tensor -> TensorView).
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "mate/tensor/tensor_view.hpp"
+
+namespace mate::log {
+
+struct Arg {
+  enum class Kind { None, Bool, Int, UInt, Float, String, Enum, Tensor, List };
+  std::string name;
+  Kind kind = Kind::None;
+  // The value's type as logged: "i32", "u64", "f32", "f64", "str", "enum", "tensor", "list";
+  // for None, what is absent ("tensor" for a null tensor pointer, else "optional").
+  std::string type;
+  bool b = false;
+  std::int64_t i = 0;  // Int, Enum
+  std::uint64_t u = 0;
+  double f = 0;
+  std::string s;  // String; Enum label ("" when the enum has no to_string)
+  std::optional<tensor::TensorMeta> tensor;
+  std::vector<Arg> items;  // List
+};
+
+// A name given explicitly: MATE_API("f", MATE_NAMED("m", a.size(0))).
+template <class T>
+struct Named {
+  const char* name;
+  const T& value;
+};
+template <class T>
+Named(const char*, const T&) -> Named<T>;
+
+namespace detail {
+
+template <class T>
+concept HasToString = requires(const T& v) {
+  { to_string(v) } -> std::convertible_to<std::string_view>;
+};
+template <class T>
+concept HasLogValue = requires(const T& v) { mate_log_value(v); };
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+std::string int_type_name(bool is_signed, std::size_t bytes);
+
+template <class T>
+Arg to_arg(const T& v) {
+  using U = std::remove_cvref_t<T>;
+  Arg a;
+  if constexpr (std::is_same_v<U, tensor::TensorView>) {
+    a.kind = Arg::Kind::Tensor;
+    a.type = "tensor";
+    a.tensor.emplace(v.dl());
+  } else if constexpr (std::is_same_v<U, DLTensor>) {
+    a.kind = Arg::Kind::Tensor;
+    a.type = "tensor";
+    a.tensor.emplace(v);
+  } else if constexpr (std::is_same_v<U, DLTensor*> || std::is_same_v<U, const DLTensor*>) {
+    a.type = "tensor";
+    if (v != nullptr) {
+      a.kind = Arg::Kind::Tensor;
+      a.tensor.emplace(*v);
+    }
+  } else if constexpr (std::is_same_v<U, DLManagedTensor*> || std::is_same_v<U, const DLManagedTensor*>) {
+    a.type = "tensor";
+    if (v != nullptr) {
+      a.kind = Arg::Kind::Tensor;
+      a.tensor.emplace(v->dl_tensor);
+    }
+  } else if constexpr (std::is_same_v<U, bool>) {
+    a.kind = Arg::Kind::Bool;
+    a.type = "bool";
+    a.b = v;
+  } else if constexpr (std::is_enum_v<U>) {
+    a.kind = Arg::Kind::Enum;
+    a.type = "enum";
+    a.i = static_cast<std::int64_t>(v);
+    if constexpr (HasToString<U>) a.s = std::string(std::string_view(to_string(v)));
+  } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U>) {
+    a.kind = Arg::Kind::Int;
+    a.type = int_type_name(true, sizeof(U));
+    a.i = v;
+  } else if constexpr (std::is_integral_v<U>) {
+    a.kind = Arg::Kind::UInt;
+    a.type = int_type_name(false, sizeof(U));
+    a.u = v;
+  } else if constexpr (std::is_floating_point_v<U>) {
+    a.kind = Arg::Kind::Float;
+    a.type = sizeof(U) == 4 ? "f32" : "f64";
+    a.f = static_cast<double>(v);
+  } else if constexpr (std::is_convertible_v<const U&, std::string_view> && !std::is_same_v<U, std::nullptr_t>) {
+    if constexpr (std::is_pointer_v<std::decay_t<U>>) {
+      if (v == nullptr) {
+        a.type = "str";
+        return a;
+      }
+    }
+    a.kind = Arg::Kind::String;
+    a.type = "str";
+    a.s = std::string(std::string_view(v));
+  } else if constexpr (std::is_same_v<U, std::nullopt_t> || std::is_same_v<U, std::nullptr_t>) {
+    a.type = "optional";
+  } else if constexpr (is_optional<U>::value) {
+    if (v.has_value()) return to_arg(*v);
+    a.type = "optional";
+  } else if constexpr (HasLogValue<U>) {
+    return to_arg(mate_log_value(v));
+  } else if constexpr (std::ranges::range<U>) {
+    a.kind = Arg::Kind::List;
+    a.type = "list";
+    for (const auto& item : v) {
+      a.items.push_back(to_arg(item));
+      a.items.back().name = "[" + std::to_string(a.items.size() - 1) + "]";
+    }
+  } else {
+    static_assert(sizeof(U) == 0,
+                  "MATE_API cannot log this argument type: pass a tensor (DLTensor, TensorView), "
+                  "scalar, string, enum, optional or range of these, or define "
+                  "mate_log_value(const T&) for it");
+  }
+  return a;
+}
+
+}  // namespace detail
+
+class ArgList {
+ public:
+  template <class T>
+  void add(std::string_view name, const T& value) {
+    Arg a = detail::to_arg(value);
+    a.name = std::string(name);
+    args_.push_back(std::move(a));
+  }
+  template <class T>
+  void add(std::string_view /*spelled*/, const Named<T>& named) {
+    add(named.name, named.value);
+  }
+  void push_back(Arg a) { args_.push_back(std::move(a)); }
+  const std::vector<Arg>& args() const noexcept { return args_; }
+  std::vector<Arg>& args() noexcept { return args_; }
+
+ private:
+  std::vector<Arg> args_;
+};
+
+}  // namespace mate::log

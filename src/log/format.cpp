@@ -1,0 +1,217 @@
+// Rendering of records in the two formats. Both carry the same fields; docs/logging.md lists
+// them. Statistics (level >= 5) are computed here, while the record is built.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "log_internal.hpp"
+#include "mate/tensor/stats.hpp"
+
+namespace mate::log::detail {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string timestamp(const timespec& t) {
+  std::tm tm{};
+  ::gmtime_r(&t.tv_sec, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, t.tv_nsec / 1000);
+}
+
+const char* event_name(Event e) {
+  switch (e) {
+    case Event::Call: return "call";
+    case Event::Inputs: return "inputs";
+    case Event::Outputs: return "outputs";
+    case Event::Exception: return "exception";
+  }
+  return "?";
+}
+
+std::string hex(std::uintptr_t v) { return fmt::format("{:#x}", v); }
+
+std::string number(double v) { return fmt::format("{:.6g}", v); }
+
+// ---- text ----
+
+void text_stats(std::string& out, const tensor::TensorView& v, const std::string& indent) {
+  tensor::StatsResult r = tensor::compute_stats(v);
+  if (!r.stats) {
+    out += fmt::format("{}  {}\n", indent, r.unavailable);
+    return;
+  }
+  const tensor::Stats& s = *r.stats;
+  out += indent + "  stats:";
+  if (s.finite > 0) {
+    out += fmt::format(" min {} max {} mean {}", number(s.min), number(s.max), number(s.mean));
+  } else {
+    out += " no finite values";
+  }
+  if (s.floating) out += fmt::format(" nan {} inf {}", s.nan, s.inf);
+  out += "\n";
+}
+
+void text_arg(std::string& out, const Arg& a, const std::string& indent, int level) {
+  out += fmt::format("{}{}: ", indent, a.name);
+  switch (a.kind) {
+    case Arg::Kind::None:
+      out += fmt::format("None ({})\n", a.type);
+      return;
+    case Arg::Kind::Bool:
+      out += fmt::format("bool {}\n", a.b);
+      return;
+    case Arg::Kind::Int:
+      out += fmt::format("{} {}\n", a.type, a.i);
+      return;
+    case Arg::Kind::UInt:
+      out += fmt::format("{} {}\n", a.type, a.u);
+      return;
+    case Arg::Kind::Float:
+      out += a.type == "f32" ? fmt::format("f32 {}\n", static_cast<float>(a.f)) : fmt::format("f64 {}\n", a.f);
+      return;
+    case Arg::Kind::String:
+      out += fmt::format("str \"{}\"\n", a.s);
+      return;
+    case Arg::Kind::Enum:
+      out += a.s.empty() ? fmt::format("enum {}\n", a.i) : fmt::format("enum {} ({})\n", a.s, a.i);
+      return;
+    case Arg::Kind::List:
+      out += fmt::format("list of {}\n", a.items.size());
+      for (const Arg& item : a.items) text_arg(out, item, indent + "  ", level);
+      return;
+    case Arg::Kind::Tensor: {
+      tensor::TensorView v = a.tensor->view();
+      tensor::VaRange va = v.va_range();
+      out += fmt::format("tensor {} [{}] strides [{}]", tensor::dtype_name(v.dtype()),
+                         fmt::join(v.shape(), ", "), fmt::join(v.strides(), ", "));
+      if (v.byte_offset() != 0) out += fmt::format(" byte_offset {}", v.byte_offset());
+      out += fmt::format(" {} {} va [{}, {}) {} bytes\n", tensor::device_name(v.device()),
+                         v.is_contiguous() ? "contiguous" : "non-contiguous", hex(va.lo), hex(va.hi),
+                         va.size());
+      if (level >= 5) text_stats(out, v, indent);
+      return;
+    }
+  }
+}
+
+std::string text_record(const Header& h, Event event, int level, const std::vector<Arg>& args,
+                        const CallOutcome* outcome) {
+  std::string out = fmt::format("[{} pid {} tid {} #{}] {}", timestamp(h.time), h.pid, h.tid, h.seq, h.name);
+  switch (event) {
+    case Event::Call: out += "\n"; return out;
+    case Event::Inputs: out += " inputs\n"; break;
+    case Event::Outputs: out += fmt::format(" outputs ({:.1f} us)\n", outcome->elapsed_us); break;
+    case Event::Exception:
+      out += fmt::format(" exception ({:.1f} us): ", outcome->elapsed_us);
+      if (outcome->exception_type.empty() && outcome->exception_message.empty()) {
+        out += "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n";
+      } else {
+        if (!outcome->exception_type.empty()) out += outcome->exception_type + ": ";
+        out += outcome->exception_message + "\n";
+      }
+      break;
+  }
+  for (const Arg& a : args) text_arg(out, a, "  ", level);
+  return out;
+}
+
+// ---- JSON ----
+
+ordered_json json_arg(const Arg& a, int level) {
+  ordered_json j;
+  if (!a.name.empty()) j["name"] = a.name;
+  switch (a.kind) {
+    case Arg::Kind::None: j["kind"] = "none"; j["type"] = a.type; break;
+    case Arg::Kind::Bool: j["kind"] = "bool"; j["value"] = a.b; break;
+    case Arg::Kind::Int: j["kind"] = "int"; j["type"] = a.type; j["value"] = a.i; break;
+    case Arg::Kind::UInt: j["kind"] = "int"; j["type"] = a.type; j["value"] = a.u; break;
+    case Arg::Kind::Float:
+      j["kind"] = "float";
+      j["type"] = a.type;
+      if (a.type == "f32") j["value"] = static_cast<float>(a.f); else j["value"] = a.f;
+      break;
+    case Arg::Kind::String: j["kind"] = "str"; j["value"] = a.s; break;
+    case Arg::Kind::Enum:
+      j["kind"] = "enum";
+      j["value"] = a.i;
+      if (!a.s.empty()) j["label"] = a.s;
+      break;
+    case Arg::Kind::List: {
+      j["kind"] = "list";
+      ordered_json items = ordered_json::array();
+      for (const Arg& item : a.items) items.push_back(json_arg(item, level));
+      j["items"] = std::move(items);
+      break;
+    }
+    case Arg::Kind::Tensor: {
+      tensor::TensorView v = a.tensor->view();
+      tensor::VaRange va = v.va_range();
+      j["kind"] = "tensor";
+      j["dtype"] = tensor::dtype_name(v.dtype());
+      j["shape"] = v.shape();
+      j["strides"] = v.strides();
+      j["byte_offset"] = v.byte_offset();
+      j["device"] = tensor::device_name(v.device());
+      j["contiguous"] = v.is_contiguous();
+      j["va"] = {hex(va.lo), hex(va.hi)};
+      j["bytes"] = va.size();
+      if (level >= 5) {
+        tensor::StatsResult r = tensor::compute_stats(v);
+        if (r.stats) {
+          ordered_json s;
+          s["count"] = r.stats->count;
+          if (r.stats->finite > 0) {
+            s["min"] = r.stats->min;
+            s["max"] = r.stats->max;
+            s["mean"] = r.stats->mean;
+          }
+          if (r.stats->floating) {
+            s["nan"] = r.stats->nan;
+            s["inf"] = r.stats->inf;
+          }
+          j["stats"] = std::move(s);
+        } else {
+          constexpr std::string_view kPrefix = "stats unavailable: ";
+          std::string_view why = r.unavailable;
+          if (why.substr(0, kPrefix.size()) == kPrefix) why.remove_prefix(kPrefix.size());
+          j["stats_unavailable"] = why;
+        }
+      }
+      break;
+    }
+  }
+  return j;
+}
+
+std::string json_record(const Header& h, Event event, int level, const std::vector<Arg>& args,
+                        const CallOutcome* outcome) {
+  ordered_json j;
+  j["ts"] = timestamp(h.time);
+  j["pid"] = h.pid;
+  j["tid"] = h.tid;
+  j["seq"] = h.seq;
+  j["fn"] = h.name;
+  j["event"] = event_name(event);
+  if (outcome != nullptr) j["elapsed_us"] = outcome->elapsed_us;
+  if (event == Event::Exception) {
+    j["exception"] = {{"type", outcome->exception_type}, {"message", outcome->exception_message}};
+  }
+  if (event != Event::Call) {
+    ordered_json list = ordered_json::array();
+    for (const Arg& a : args) list.push_back(json_arg(a, level));
+    j["args"] = std::move(list);
+  }
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+std::string render(Format format, const Header& header, Event event, int level,
+                   const std::vector<Arg>& args, const CallOutcome* outcome) {
+  return format == Format::Json ? json_record(header, event, level, args, outcome)
+                                : text_record(header, event, level, args, outcome);
+}
+
+}  // namespace mate::log::detail

@@ -1,0 +1,45 @@
+// Private interface of the log component: settings, record rendering, in-flight calls.
+#pragma once
+
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mate/core/log_sink.hpp"
+#include "mate/log/api.hpp"
+
+namespace mate::log::detail {
+
+enum class Format { Text, Json };
+
+// What a call needs from the configuration, copied at the call's start.
+struct Settings {
+  int level = 0;
+  Format format = Format::Text;
+  std::shared_ptr<core::LogSink> sink;
+  std::vector<CallHook*> hooks;
+};
+// Reads the registry on first use (g_level becomes >= 0).
+Settings current_settings();
+
+enum class Event { Call, Inputs, Outputs, Exception };
+
+struct Header {
+  const char* name;
+  std::uint64_t seq;
+  long pid;
+  long tid;
+  timespec time;
+};
+
+// One record, newline-terminated (one line per record in JSON, several in text).
+std::string render(Format format, const Header& header, Event event, int level,
+                   const std::vector<Arg>& args, const CallOutcome* outcome);
+
+// The API calls in flight on this thread, for crash reports (async-signal-safe reads).
+void push_in_flight(const char* name, std::uint64_t seq) noexcept;
+void pop_in_flight() noexcept;
+void register_crash_context_provider() noexcept;
+
+}  // namespace mate::log::detail

@@ -1,0 +1,94 @@
+// The level, destination, format and hooks, read from the registry once (or on reconfigure()).
+#include <cstdio>
+#include <mutex>
+
+#include "log_internal.hpp"
+#include "mate/config.hpp"
+
+namespace mate::log {
+
+namespace detail {
+
+std::atomic<int> g_level{-1};
+
+namespace {
+
+struct Shared {
+  std::mutex mutex;
+  Settings settings;
+  std::string destination = "stdout";  // opened when the level is above 0
+  bool loaded = false;
+};
+
+Shared& shared() {
+  static Shared* s = new Shared();  // never destroyed: calls may run during static destruction
+  return *s;
+}
+
+// Reads the three variables. An invalid value disables logging with one message: the host
+// program never fails because of logging.
+void load_locked(Shared& s) {
+  Settings next;
+  next.hooks = std::move(s.settings.hooks);
+  try {
+    next.level = static_cast<int>(config::loglevel());
+    next.format = config::logformat() == "json" ? Format::Json : Format::Text;
+    s.destination = config::logdest();
+    if (next.level > 0) next.sink = core::LogSink::open(s.destination);
+  } catch (const config::ConfigError& e) {
+    std::fprintf(stderr, "mate: API logging disabled: %s\n", e.what());
+    next.level = 0;
+    next.sink.reset();
+  }
+  s.settings = std::move(next);
+  s.loaded = true;
+  g_level.store(s.settings.level, std::memory_order_relaxed);
+  if (s.settings.level > 0) register_crash_context_provider();
+}
+
+}  // namespace
+
+Settings current_settings() {
+  Shared& s = shared();
+  std::lock_guard lock(s.mutex);
+  if (!s.loaded) load_locked(s);
+  return s.settings;
+}
+
+}  // namespace detail
+
+int level() {
+  int l = detail::g_level.load(std::memory_order_relaxed);
+  return l >= 0 ? l : detail::current_settings().level;
+}
+
+void reconfigure() {
+  detail::Shared& s = detail::shared();
+  std::lock_guard lock(s.mutex);
+  detail::load_locked(s);
+}
+
+void set_level_for_testing(int level) {
+  detail::Shared& s = detail::shared();
+  std::lock_guard lock(s.mutex);
+  if (!s.loaded) detail::load_locked(s);
+  s.settings.level = level;
+  if (level > 0 && !s.settings.sink) s.settings.sink = core::LogSink::open(s.destination);
+  if (level > 0) detail::register_crash_context_provider();
+  detail::g_level.store(level, std::memory_order_relaxed);
+}
+
+void add_call_hook(CallHook* hook) {
+  detail::Shared& s = detail::shared();
+  std::lock_guard lock(s.mutex);
+  if (!s.loaded) detail::load_locked(s);
+  s.settings.hooks.push_back(hook);
+}
+
+void remove_call_hook(CallHook* hook) {
+  detail::Shared& s = detail::shared();
+  std::lock_guard lock(s.mutex);
+  std::erase(s.settings.hooks, hook);
+}
+
+}  // namespace mate::log

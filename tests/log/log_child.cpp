@@ -1,0 +1,72 @@
+// Child process for the log tests. Modes:
+//   crash              an instrumented call that writes to an inaccessible page
+//   crash-context      as crash, with a SIGSEGV handler printing the crash context to stderr
+//   stress THREADS N   THREADS threads, each making N instrumented calls with large records
+// The configuration comes from the environment (MATE_LOGLEVEL, MATE_LOGDEST, MATE_LOGFORMAT).
+#include <sys/mman.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "mate/core/crash_context.hpp"
+#include "mate/log/api.hpp"
+
+namespace {
+
+// A page that faults on write: a real SIGSEGV, without undefined behaviour the sanitizers flag.
+volatile int* fault_address() {
+  void* p = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return static_cast<volatile int*>(p);
+}
+
+void crashing_kernel(const DLTensor* input, int block_size, const char* tag) {
+  MATE_API_SCOPE("CrashingOp.run", input, block_size, tag);
+  *fault_address() = 42;  // the "kernel" faults
+}
+
+void on_segv(int) {
+  mate::core::write_crash_context(2);
+  _exit(3);
+}
+
+float payload(const std::vector<const DLTensor*>& tensors, std::int64_t id, const std::string& label) {
+  return MATE_API("Stress.call", tensors, id, label).run([&] { return static_cast<float>(id); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  std::string mode = argv[1];
+  std::vector<float> data(64, 1.0f);
+  std::vector<std::int64_t> shape{8, 8};
+  DLTensor t{};
+  t.data = data.data();
+  t.device = {kDLCPU, 0};
+  t.ndim = 2;
+  t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::F32);
+  t.shape = shape.data();
+  if (mode == "crash" || mode == "crash-context") {
+    if (mode == "crash-context") std::signal(SIGSEGV, on_segv);
+    crashing_kernel(&t, 128, "before-the-fault");
+    return 0;
+  }
+  if (mode == "stress" && argc == 4) {
+    int threads = std::atoi(argv[2]), calls = std::atoi(argv[3]);
+    std::vector<const DLTensor*> many(40, &t);  // a record of several KB
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i) {
+      pool.emplace_back([&, i] {
+        for (int c = 0; c < calls; ++c) payload(many, i * 100000 + c, std::string(100, 'x'));
+      });
+    }
+    for (auto& th : pool) th.join();
+    return 0;
+  }
+  return 2;
+}

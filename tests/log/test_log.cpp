@@ -1,0 +1,258 @@
+// In-process tests of the instrumentation: levels, records, exceptions, hooks, crash context.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "mate/config.hpp"
+#include "mate/core/crash_context.hpp"
+#include "mate/log/api.hpp"
+
+namespace {
+
+using mate::config::ScopedOverride;
+using mate::config::Var;
+
+enum class Mode { Fast, Exact };
+std::string_view to_string(Mode m) { return m == Mode::Fast ? "Fast" : "Exact"; }
+enum class Plain { A = 7 };
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Points the log at a fresh file with the given level and format for one test.
+class LogTest : public ::testing::Test {
+ protected:
+  void configure(int level, const char* format = "text") {
+    overrides_.clear();
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGLEVEL, std::to_string(level)));
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, path_));
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGFORMAT, format));
+    mate::log::reconfigure();
+  }
+  void TearDown() override {
+    overrides_.clear();
+    mate::log::reconfigure();
+    std::filesystem::remove(path_);
+  }
+  std::string log() { return slurp(path_); }
+
+  std::string path_ = (std::filesystem::temp_directory_path() /
+                       ("mate_log_test_" + std::to_string(getpid()) + ".log")).string();
+  std::vector<std::unique_ptr<ScopedOverride>> overrides_;
+};
+
+int evaluations = 0;
+int counted(int v) {
+  ++evaluations;
+  return v;
+}
+
+int add(int a, int b) {
+  return MATE_API("add", a, MATE_NAMED("b_evaluated", counted(b))).run([&] { return a + b; });
+}
+
+struct Buffer {
+  std::vector<float> data;
+  std::vector<std::int64_t> shape;
+  DLTensor dl{};
+  explicit Buffer(std::vector<float> values) : data(std::move(values)), shape{static_cast<std::int64_t>(data.size())} {
+    dl.data = data.data();
+    dl.device = {kDLCPU, 0};
+    dl.ndim = 1;
+    dl.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::F32);
+    dl.shape = shape.data();
+  }
+};
+
+void scale(const DLTensor* in, DLTensor* out, float factor) {
+  MATE_API_SCOPE("Scale.run", in, out, factor);
+  MATE_API_OUTPUTS(out);
+  auto* o = static_cast<float*>(out->data);
+  for (std::int64_t i = 0; i < out->shape[0]; ++i) o[i] = static_cast<const float*>(in->data)[i] * factor;
+}
+
+TEST_F(LogTest, LevelZeroWritesNothingAndDoesNotEvaluateArguments) {
+  configure(0);
+  evaluations = 0;
+  EXPECT_EQ(add(2, 3), 5);
+  EXPECT_EQ(evaluations, 0);
+  EXPECT_EQ(mate::log::level(), 0);
+  EXPECT_FALSE(std::filesystem::exists(path_));
+}
+
+TEST_F(LogTest, LevelOneIsOneLinePerCallWithSequenceNumbers) {
+  configure(1);
+  add(1, 1);
+  add(2, 2);
+  std::string text = log();
+  std::istringstream lines(text);
+  std::string l1, l2, l3;
+  std::getline(lines, l1);
+  std::getline(lines, l2);
+  EXPECT_FALSE(std::getline(lines, l3));
+  std::string pid = " pid " + std::to_string(getpid()) + " tid ";
+  EXPECT_NE(l1.find(pid), std::string::npos) << l1;
+  EXPECT_EQ(l1.back(), 'd');
+  EXPECT_NE(l1.find("] add"), std::string::npos);
+  auto seq = [](const std::string& l) { return std::stoull(l.substr(l.find('#') + 1)); };
+  EXPECT_EQ(seq(l2), seq(l1) + 1);
+}
+
+TEST_F(LogTest, LevelThreeLogsNamedInputsOutputsAndReturnValue) {
+  configure(3);
+  Buffer in({1, 2, 3}), out({0, 0, 0});
+  std::optional<int> none;
+  std::optional<double> some = 2.5;
+  std::vector<const DLTensor*> list{&in.dl, nullptr};
+  DLManagedTensor managed{in.dl, nullptr, nullptr};
+  auto r = MATE_API("Kitchen.sink", none, some, Mode::Fast, Plain::A, std::string("s"), true,
+                    std::uint8_t{200}, list, &in.dl, &managed)
+               .run([&] { return 7L; });
+  EXPECT_EQ(r, 7L);
+  scale(&in.dl, &out.dl, 2.0f);
+  std::string text = log();
+  for (const char* expected :
+       {"] Kitchen.sink inputs\n", "  none: None (optional)\n", "  some: f64 2.5\n",
+        "  Mode::Fast: enum Fast (0)\n", "  Plain::A: enum 7\n", "  std::string(\"s\"): str \"s\"\n",
+        "  true: bool true\n", "  std::uint8_t{200}: u8 200\n", "  list: list of 2\n",
+        "    [1]: None (tensor)\n", "  &managed: tensor f32 [3] strides [1] cpu contiguous va [", "] Kitchen.sink outputs (", "  return: i64 7\n",
+        "] Scale.run inputs\n", "  factor: f32 2\n", "] Scale.run outputs ("}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << "missing: " << expected << "\n" << text;
+  }
+  char va[128];
+  auto lo = reinterpret_cast<std::uintptr_t>(in.data.data());
+  std::snprintf(va, sizeof va, "  in: tensor f32 [3] strides [1] cpu contiguous va [%#lx, %#lx) 12 bytes\n",
+                static_cast<unsigned long>(lo), static_cast<unsigned long>(lo + 12));
+  EXPECT_NE(text.find(va), std::string::npos) << va << text;
+  EXPECT_EQ(text.find("stats"), std::string::npos) << "no statistics below level 5";
+}
+
+TEST_F(LogTest, LevelFiveAddsStatisticsOfOutputsAfterTheCall) {
+  configure(5);
+  Buffer in({1, NAN, 3}), out({0, 0, 0});
+  scale(&in.dl, &out.dl, 2.0f);
+  std::string text = log();
+  std::size_t outputs = text.find("Scale.run outputs");
+  ASSERT_NE(outputs, std::string::npos) << text;
+  EXPECT_NE(text.find("    stats: min 1 max 3 mean 2 nan 1 inf 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    stats: min 2 max 6 mean 4 nan 1 inf 0\n", outputs), std::string::npos) << text;
+  EXPECT_NE(text.find("    stats: min 0 max 0 mean 0 nan 0 inf 0\n"), std::string::npos) << "out before the call";
+}
+
+TEST_F(LogTest, ExceptionsAreLoggedWithMessageAndRethrown) {
+  configure(3);
+  EXPECT_THROW(MATE_API("Boom.run").run([]() -> int { throw std::out_of_range("index 9 >= 4"); }), std::out_of_range);
+  EXPECT_THROW(([] {
+                 MATE_API_SCOPE("Boom.scope");
+                 throw 42;
+               }()),
+               int);
+  EXPECT_THROW(MATE_API("Boom.int").run([] { throw 7; }), int);
+  std::string text = log();
+  EXPECT_NE(text.find("us): an exception not derived from std::exception\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("] Boom.run exception ("), std::string::npos) << text;
+  EXPECT_NE(text.find("us): std::out_of_range: index 9 >= 4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("] Boom.scope exception ("), std::string::npos) << text;
+  EXPECT_NE(text.find("unknown (an exception left the call"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Boom.run outputs"), std::string::npos);
+}
+
+TEST_F(LogTest, JsonIsOneObjectPerLineWithTheSameFields) {
+  configure(5, "json");
+  Buffer in({1, 2}), out({0, 0});
+  scale(&in.dl, &out.dl, 0.5f);
+  std::istringstream lines(log());
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["fn"], "Scale.run");
+  EXPECT_EQ(records[0]["event"], "inputs");
+  EXPECT_EQ(records[0]["pid"], getpid());
+  EXPECT_EQ(records[1]["event"], "outputs");
+  EXPECT_EQ(records[1]["seq"], records[0]["seq"]);
+  EXPECT_TRUE(records[1]["elapsed_us"].is_number());
+  const auto& t = records[0]["args"][0];
+  EXPECT_EQ(t["name"], "in");
+  EXPECT_EQ(t["dtype"], "f32");
+  EXPECT_EQ(t["shape"], nlohmann::json::array({2}));
+  EXPECT_EQ(t["contiguous"], true);
+  EXPECT_EQ(t["bytes"], 8);
+  EXPECT_EQ(t["stats"]["mean"], 1.5);
+  EXPECT_EQ(records[1]["args"][0]["stats"]["max"], 1.0);
+}
+
+struct RecordingHook : mate::log::CallHook {
+  std::vector<std::string> seen;
+  void before(const mate::log::CallInfo& call, const std::vector<mate::log::Arg>& inputs) override {
+    seen.push_back(std::string("before ") + call.name + " " + std::to_string(inputs.size()));
+  }
+  void after(const mate::log::CallInfo& call, const std::vector<mate::log::Arg>& outputs,
+             const mate::log::CallOutcome& outcome) override {
+    seen.push_back(std::string("after ") + call.name + " " + std::to_string(outputs.size()) +
+                   (outcome.threw ? " threw" : ""));
+  }
+};
+
+TEST_F(LogTest, HooksSeeTheSameArgumentsAsTheLog) {
+  configure(3);
+  RecordingHook hook;
+  mate::log::add_call_hook(&hook);
+  Buffer in({1}), out({0});
+  scale(&in.dl, &out.dl, 3.0f);
+  mate::log::remove_call_hook(&hook);
+  scale(&in.dl, &out.dl, 3.0f);
+  EXPECT_EQ(hook.seen, (std::vector<std::string>{"before Scale.run 3", "after Scale.run 1"}));
+}
+
+TEST_F(LogTest, CrashContextNamesTheCallsInFlight) {
+  configure(1);
+  std::string path = path_ + ".ctx";
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  MATE_API("Outer.run").run([&] {
+    MATE_API("inner").run([&] { mate::core::write_crash_context(fd); });
+  });
+  mate::core::write_crash_context(fd);  // nothing in flight any more
+  ::close(fd);
+  std::string ctx = slurp(path);
+  std::filesystem::remove(path);
+  EXPECT_NE(ctx.find("mate API call in flight on this thread: inner #"), std::string::npos) << ctx;
+  EXPECT_NE(ctx.find(" (inside Outer.run #"), std::string::npos) << ctx;
+  EXPECT_EQ(std::count(ctx.begin(), ctx.end(), '\n'), 1) << ctx;
+}
+
+TEST_F(LogTest, InvalidConfigurationDisablesLoggingWithOneMessage) {
+  overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGLEVEL, "2"));
+  testing::internal::CaptureStderr();
+  mate::log::reconfigure();
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(mate::log::level(), 0);
+  EXPECT_NE(err.find("mate: API logging disabled"), std::string::npos) << err;
+  EXPECT_NE(err.find("MATE_LOGLEVEL"), std::string::npos) << err;
+  EXPECT_EQ(add(1, 2), 3);
+}
+
+TEST_F(LogTest, SetLevelForTestingOverridesTheLatchedLevel) {
+  configure(0);
+  mate::log::set_level_for_testing(1);
+  add(1, 2);
+  mate::log::set_level_for_testing(0);
+  add(1, 2);
+  std::string text = log();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+}
+
+}  // namespace

@@ -1,0 +1,145 @@
+// Log tests that need whole processes: a crash inside a call, many writers on one file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "subprocess.hpp"
+
+namespace {
+
+// Under the sanitizer preset, let the fault reach the child's own handler (or kill it).
+const std::pair<const std::string, std::string> kLetTheChildCrash{
+    "ASAN_OPTIONS", "handle_segv=0:allow_user_segv_handler=1:detect_leaks=0"};
+
+mate::testing::RunOptions with_env(std::map<std::string, std::string> env) {
+  mate::testing::RunOptions o;
+  o.env = std::move(env);
+  return o;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::filesystem::path scratch(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("mate_log_proc_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return dir / name;
+}
+
+TEST(LogProcesses, CrashInsideACallLeavesItsInputsInTheLogFile) {
+  std::string log = scratch("crash/%i.log").string();
+  auto r = mate::testing::run({MATE_LOG_CHILD, "crash"},
+                              with_env({{"MATE_LOGLEVEL", "3"}, {"MATE_LOGDEST", log}, kLetTheChildCrash}));
+  EXPECT_EQ(r.term_signal, SIGSEGV) << r.err;
+  // The file is named after the child's pid (%i): find it.
+  std::string text;
+  for (const auto& e : std::filesystem::directory_iterator(scratch("crash"))) text += slurp(e.path());
+  EXPECT_NE(text.find("] CrashingOp.run inputs\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  input: tensor f32 [8, 8] strides [8, 1] cpu contiguous va ["), std::string::npos) << text;
+  EXPECT_NE(text.find("  block_size: i32 128\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  tag: str \"before-the-fault\"\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("outputs"), std::string::npos) << "the call never returned";
+  std::filesystem::remove_all(scratch(""));
+}
+
+TEST(LogProcesses, CrashReportContextNamesTheCallInFlight) {
+  auto r = mate::testing::run({MATE_LOG_CHILD, "crash-context"},
+                              with_env({{"MATE_LOGLEVEL", "1"}, {"MATE_LOGDEST", "stdout"}, kLetTheChildCrash}));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.out.find("] CrashingOp.run\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("mate API call in flight on this thread: CrashingOp.run #1\n"), std::string::npos) << r.err;
+}
+
+TEST(LogProcesses, RecordsFromThreadsAndProcessesSharingAFileStayWhole) {
+  constexpr int kProcesses = 4, kThreads = 4, kCalls = 50;
+  for (const char* format : {"json", "text"}) {
+    std::string log = scratch(std::string("shared.") + format).string();
+    std::vector<std::thread> launchers;
+    std::vector<mate::testing::RunResult> results(kProcesses);
+    for (int p = 0; p < kProcesses; ++p) {
+      launchers.emplace_back([&, p] {
+        results[p] = mate::testing::run(
+            {MATE_LOG_CHILD, "stress", std::to_string(kThreads), std::to_string(kCalls)},
+            with_env({{"MATE_LOGLEVEL", "3"}, {"MATE_LOGDEST", log}, {"MATE_LOGFORMAT", format}}));
+      });
+    }
+    for (auto& l : launchers) l.join();
+    for (const auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string text = slurp(log);
+    std::map<std::string, int> events;
+    if (std::string(format) == "json") {
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);) {
+        nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << "a torn record: " << line.substr(0, 200);
+        ASSERT_EQ(j["args"].size(), j["event"] == "inputs" ? 3u : 1u);
+        ASSERT_EQ(j["args"][0]["items"].size(), j["event"] == "inputs" ? 40u : 0u);
+        events[j["event"]]++;
+      }
+    } else {
+      // A whole inputs record is its header, 4 lines of arguments and 40 tensor lines, in order.
+      std::istringstream lines(text);
+      std::string line;
+      while (std::getline(lines, line)) {
+        ASSERT_EQ(line.rfind("[", 0), 0u) << "expected a record header: " << line;
+        if (line.find("] Stress.call outputs (") != std::string::npos) {
+          ASSERT_TRUE(std::getline(lines, line));
+          ASSERT_EQ(line.rfind("  return: f32 ", 0), 0u) << line;
+          events["outputs"]++;
+          continue;
+        }
+        ASSERT_NE(line.find("] Stress.call inputs"), std::string::npos) << line;
+        ASSERT_TRUE(std::getline(lines, line));
+        ASSERT_EQ(line, "  tensors: list of 40");
+        for (int i = 0; i < 40; ++i) {
+          ASSERT_TRUE(std::getline(lines, line));
+          ASSERT_EQ(line.rfind("    [" + std::to_string(i) + "]: tensor f32 [8, 8]", 0), 0u) << line;
+        }
+        ASSERT_TRUE(std::getline(lines, line));
+        ASSERT_EQ(line.rfind("  id: i64 ", 0), 0u) << line;
+        ASSERT_TRUE(std::getline(lines, line));
+        ASSERT_EQ(line.rfind("  label: str \"xxxx", 0), 0u) << line;
+        events["inputs"]++;
+      }
+    }
+    EXPECT_EQ(events["inputs"], kProcesses * kThreads * kCalls) << format;
+    EXPECT_EQ(events["outputs"], kProcesses * kThreads * kCalls) << format;
+  }
+  std::filesystem::remove_all(scratch(""));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(LogProcesses, UnwritableDestinationFallsBackToStderrAndTheProgramRuns) {
+  std::string blocker = scratch("not_a_dir").string();
+  std::ofstream(blocker) << "x";
+  std::string dest = blocker + "/logs/%i.log";
+  auto r = mate::testing::run({MATE_LOG_CHILD, "stress", "2", "3"},
+                              with_env({{"MATE_LOGLEVEL", "1"}, {"MATE_LOGDEST", dest}}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string message = "mate: cannot write the API log to '" + blocker + "/logs/";
+  std::size_t first = r.err.find(message);
+  EXPECT_NE(first, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("': Not a directory; logging to stderr instead\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(message, first + 1), std::string::npos) << "one message only:\n" << r.err;
+  std::size_t calls = 0;
+  for (std::size_t at = r.err.find("] Stress.call\n"); at != std::string::npos; at = r.err.find("] Stress.call\n", at + 1)) ++calls;
+  EXPECT_EQ(calls, 6u) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  std::filesystem::remove_all(scratch(""));
+}
+
+}  // namespace

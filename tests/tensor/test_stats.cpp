@@ -1,0 +1,282 @@
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "mate/tensor/stats.hpp"
+
+namespace {
+
+using namespace mate::tensor;
+using mate::device::Backend;
+using mate::device::Kind;
+using mate::device::Status;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+DLTensor make(const void* data, std::vector<std::int64_t>& shape, std::vector<std::int64_t>* strides,
+              ScalarType type, DLDevice dev = {kDLCPU, 0}, std::uint64_t offset = 0) {
+  DLTensor t{};
+  t.data = const_cast<void*>(data);
+  t.device = dev;
+  t.ndim = static_cast<int>(shape.size());
+  t.dtype = dl_dtype(type);
+  t.shape = shape.data();
+  t.strides = strides ? strides->data() : nullptr;
+  t.byte_offset = offset;
+  return t;
+}
+
+// "Device" memory that is really host memory: exercises the chunked path and records the reads.
+class HostWrappingBackend : public Backend {
+ public:
+  Kind kind() const noexcept override { return Kind::Cuda; }
+  const char* name() const noexcept override { return "test-cuda"; }
+  std::size_t granularity() const noexcept override { return 4096; }
+  std::size_t default_alignment() const noexcept override { return 256; }
+  Status reserve(std::size_t, std::uintptr_t*) noexcept override { return {1, "unsupported"}; }
+  Status release(std::uintptr_t, std::size_t) noexcept override { return {1, "unsupported"}; }
+  Status map(std::uintptr_t, std::size_t) noexcept override { return {1, "unsupported"}; }
+  Status unmap(std::uintptr_t, std::size_t) noexcept override { return {1, "unsupported"}; }
+  Status write(std::uintptr_t, const void*, std::size_t) noexcept override { return {1, "unsupported"}; }
+  Status fill(std::uintptr_t, unsigned char, std::size_t) noexcept override { return {1, "unsupported"}; }
+  Status synchronize() noexcept override { return {}; }
+  Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
+    ++reads;
+    max_read = std::max(max_read, bytes);
+    if (fail) return {5, "cuMemcpyDtoH"};
+    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    return {};
+  }
+  int reads = 0;
+  std::size_t max_read = 0;
+  bool fail = false;
+};
+
+Stats host_stats(const DLTensor& t) {
+  StatsResult r = compute_stats(TensorView(t));
+  EXPECT_TRUE(r.stats) << r.unavailable;
+  return r.stats.value_or(Stats{});
+}
+
+TEST(Conversions, HalfBf16Fp8) {
+  EXPECT_EQ(half_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(half_to_float(0xc000), -2.0f);
+  EXPECT_EQ(half_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(half_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::isinf(half_to_float(0x7c00)));
+  EXPECT_TRUE(std::isnan(half_to_float(0x7e00)));
+  EXPECT_TRUE(std::signbit(half_to_float(0x8000)));
+  EXPECT_EQ(bf16_to_float(0x3f80), 1.0f);
+  EXPECT_EQ(bf16_to_float(0xc040), -3.0f);
+  EXPECT_EQ(fp8_e4m3fn_to_float(0x38), 1.0f);
+  EXPECT_EQ(fp8_e4m3fn_to_float(0x7e), 448.0f);
+  EXPECT_EQ(fp8_e4m3fn_to_float(0x01), std::ldexp(1.0f, -9));
+  EXPECT_TRUE(std::isnan(fp8_e4m3fn_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(fp8_e4m3fn_to_float(0xff)));
+  EXPECT_EQ(fp8_e5m2_to_float(0x3c), 1.0f);
+  EXPECT_EQ(fp8_e5m2_to_float(0x7b), 57344.0f);
+  EXPECT_TRUE(std::isinf(fp8_e5m2_to_float(0xfc)));
+  EXPECT_TRUE(std::isnan(fp8_e5m2_to_float(0x7d)));
+}
+
+TEST(Stats, F32ExcludesNanAndInfFromMinMaxMean) {
+  std::vector<float> v{1, kNaN, -3, kInf, 5, -kInf, kNaN, 9, 2, 0, 0, 0, 0, 0, 0, 0, 0, 10};
+  std::vector<std::int64_t> shape{static_cast<std::int64_t>(v.size())};
+  Stats s = host_stats(make(v.data(), shape, nullptr, ScalarType::F32));
+  EXPECT_EQ(s.count, 18);
+  EXPECT_EQ(s.nan, 2);
+  EXPECT_EQ(s.inf, 2);
+  EXPECT_EQ(s.finite, 14);
+  EXPECT_EQ(s.min, -3);
+  EXPECT_EQ(s.max, 10);
+  EXPECT_DOUBLE_EQ(s.mean, 24.0 / 14);
+  EXPECT_TRUE(s.floating);
+}
+
+TEST(Stats, AllNonFiniteHasNoMinMax) {
+  std::vector<double> v{std::nan(""), INFINITY};
+  std::vector<std::int64_t> shape{2};
+  Stats s = host_stats(make(v.data(), shape, nullptr, ScalarType::F64));
+  EXPECT_EQ(s.finite, 0);
+  EXPECT_EQ(s.nan, 1);
+  EXPECT_EQ(s.inf, 1);
+}
+
+TEST(Stats, SameRuleForHalfBf16AndFp8) {
+  std::vector<std::uint16_t> h{0x3c00, 0x7e00, 0xc000, 0x7c00};  // 1, nan, -2, inf
+  std::vector<std::uint16_t> b{0x3f80, 0x7fc0, 0xc000, 0x7f80};  // 1, nan, -2, inf
+  std::vector<std::uint8_t> e5{0x3c, 0x7d, 0xc0, 0x7c};          // 1, nan, -2, inf
+  std::vector<std::uint8_t> e4{0x38, 0x7f, 0xc0, 0x7e};          // 1, nan, -2, 448
+  std::vector<std::int64_t> shape{4};
+  for (auto [data, type] : {std::pair<const void*, ScalarType>{h.data(), ScalarType::F16},
+                            {b.data(), ScalarType::BF16}, {e5.data(), ScalarType::F8E5M2}}) {
+    Stats s = host_stats(make(data, shape, nullptr, type));
+    EXPECT_EQ(s.nan, 1) << static_cast<int>(type);
+    EXPECT_EQ(s.inf, 1) << static_cast<int>(type);
+    EXPECT_EQ(s.min, -2);
+    EXPECT_EQ(s.max, 1);
+    EXPECT_DOUBLE_EQ(s.mean, -0.5);
+  }
+  Stats s = host_stats(make(e4.data(), shape, nullptr, ScalarType::F8E4M3));
+  EXPECT_EQ(s.nan, 1);
+  EXPECT_EQ(s.inf, 0);
+  EXPECT_EQ(s.max, 448);
+}
+
+TEST(Stats, IntegersAndBool) {
+  std::vector<std::int32_t> i{-7, 3, 100, 0};
+  std::vector<std::uint8_t> u{255, 1};
+  std::vector<std::uint8_t> bools{1, 0, 1, 1};
+  std::vector<std::int64_t> s4{4}, s2{2};
+  Stats a = host_stats(make(i.data(), s4, nullptr, ScalarType::I32));
+  EXPECT_EQ(a.min, -7);
+  EXPECT_EQ(a.max, 100);
+  EXPECT_DOUBLE_EQ(a.mean, 24);
+  EXPECT_FALSE(a.floating);
+  Stats b = host_stats(make(u.data(), s2, nullptr, ScalarType::U8));
+  EXPECT_EQ(b.max, 255);
+  EXPECT_EQ(b.mean, 128);
+  Stats c = host_stats(make(bools.data(), s4, nullptr, ScalarType::Bool));
+  EXPECT_EQ(c.min, 0);
+  EXPECT_EQ(c.max, 1);
+  EXPECT_DOUBLE_EQ(c.mean, 0.75);
+}
+
+// A strided view only visits its own elements: fill the gaps with values that would show.
+TEST(Stats, NonContiguousNegativeAndBroadcastStrides) {
+  std::vector<float> buf(24, 1000.0f);
+  // 3x4 view with row stride 8, column stride -2, origin at element 6 of each row.
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) buf[static_cast<std::size_t>(r * 8 + 6 - 2 * c)] = static_cast<float>(r * 4 + c);
+  std::vector<std::int64_t> shape{3, 4}, strides{8, -2};
+  Stats s = host_stats(make(buf.data(), shape, &strides, ScalarType::F32, {kDLCPU, 0}, 6 * sizeof(float)));
+  EXPECT_EQ(s.count, 12);
+  EXPECT_EQ(s.min, 0);
+  EXPECT_EQ(s.max, 11);
+  EXPECT_DOUBLE_EQ(s.mean, 5.5);
+
+  std::vector<float> row{1, kNaN, 3};
+  std::vector<std::int64_t> bshape{5, 3}, bstrides{0, 1};
+  Stats b = host_stats(make(row.data(), bshape, &bstrides, ScalarType::F32));
+  EXPECT_EQ(b.count, 15);
+  EXPECT_EQ(b.nan, 5);
+  EXPECT_EQ(b.finite, 10);
+  EXPECT_DOUBLE_EQ(b.mean, 2);
+}
+
+TEST(Stats, DeviceTensorsAreReadInBoundedChunks) {
+  std::vector<float> buf(1000);
+  for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(i);
+  buf[500] = kNaN;
+  std::vector<std::int64_t> shape{1000};
+  DLTensor t = make(buf.data(), shape, nullptr, ScalarType::F32, {kDLCUDA, 0});
+  HostWrappingBackend backend;
+  StatsResult r = compute_stats(TensorView(t), backend, StatsOptions{256});
+  ASSERT_TRUE(r.stats) << r.unavailable;
+  EXPECT_LE(backend.max_read, 256u);
+  EXPECT_EQ(backend.reads, 16);  // ceil(4000 / 256)
+  EXPECT_EQ(r.stats->nan, 1);
+  EXPECT_EQ(r.stats->max, 999);
+  Stats host = host_stats(make(buf.data(), shape, nullptr, ScalarType::F32));
+  EXPECT_EQ(host.mean, r.stats->mean);  // the same rule on every path
+
+  // A transposed device view: the chunked walk agrees with the host walk.
+  std::vector<std::int64_t> tshape{25, 40}, tstrides{1, 25};
+  DLTensor tt = make(buf.data(), tshape, &tstrides, ScalarType::F32, {kDLCUDA, 0});
+  HostWrappingBackend b2;
+  StatsResult rt = compute_stats(TensorView(tt), b2, StatsOptions{64});
+  ASSERT_TRUE(rt.stats);
+  EXPECT_LE(b2.max_read, 64u);
+  EXPECT_EQ(rt.stats->nan, 1);
+  EXPECT_EQ(rt.stats->min, 0);
+  EXPECT_EQ(rt.stats->max, 999);
+  EXPECT_NEAR(rt.stats->mean, host.mean, 1e-9);
+}
+
+TEST(Stats, DeviceWithoutBackendOrFailingReadIsUnavailableNotACrash) {
+  std::vector<float> buf(4);
+  std::vector<std::int64_t> shape{4};
+  DLTensor t = make(buf.data(), shape, nullptr, ScalarType::F32, {kDLCUDA, 0});
+  set_device_backend(Kind::Cuda, nullptr);
+  StatsResult r = compute_stats(TensorView(t));
+  EXPECT_FALSE(r.stats);
+  EXPECT_EQ(r.unavailable, "stats unavailable: no backend for cuda");
+
+  HostWrappingBackend backend;
+  set_device_backend(Kind::Cuda, &backend);
+  EXPECT_TRUE(compute_stats(TensorView(t)).stats);
+  backend.fail = true;
+  StatsResult f = compute_stats(TensorView(t));
+  EXPECT_FALSE(f.stats);
+  EXPECT_NE(f.unavailable.find("test-cuda read failed (cuMemcpyDtoH, code 5)"), std::string::npos);
+  set_device_backend(Kind::Cuda, nullptr);
+
+  DLTensor null_data = t;
+  null_data.device = {kDLCPU, 0};
+  null_data.data = nullptr;
+  EXPECT_EQ(compute_stats(TensorView(null_data)).unavailable, "stats unavailable: null data pointer");
+
+  DLTensor v = t;
+  v.device = {kDLCPU, 0};
+  v.dtype = DLDataType{kDLComplex, 64, 1};
+  EXPECT_EQ(compute_stats(TensorView(v)).unavailable,
+            "stats unavailable: no statistics for dtype dlpack(code=5,bits=64,lanes=1)");
+}
+
+}  // namespace
+
+namespace {
+
+// Long runs go through the blocked kernels (all-finite fast blocks, re-classified blocks);
+// compare with a plain double reference for every float dtype that has them.
+TEST(Stats, LongRunsAgreeWithAReferenceWithAndWithoutNonFiniteValues) {
+  constexpr int kN = 5000;
+  for (bool poison : {false, true}) {
+    std::vector<float> f(kN);
+    std::vector<std::uint16_t> b(kN), h(kN);
+    std::map<float, std::uint16_t> to_half;
+    for (int bits = 0; bits < 0x7c00; ++bits) to_half.emplace(half_to_float(static_cast<std::uint16_t>(bits)), bits);
+    for (int bits = 0x8001; bits < 0xfc00; ++bits) to_half.emplace(half_to_float(static_cast<std::uint16_t>(bits)), bits);
+    for (int i = 0; i < kN; ++i) {
+      f[i] = static_cast<float>((i * 37) % 211) - 100.0f;  // exact in bf16 and f16 too
+      b[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f[i]) >> 16);
+      h[i] = to_half.at(f[i]);
+    }
+    if (poison) {
+      f[4000] = kInf;
+      b[4000] = 0x7f80;
+      h[4000] = 0x7c00;
+      f[17] = kNaN;
+      b[17] = 0x7fc0;
+      h[17] = 0x7e00;
+    }
+    double sum = 0, mn = 1e30, mx = -1e30;
+    std::int64_t finite = 0;
+    for (float v : f) {
+      if (!std::isfinite(v)) continue;
+      sum += v;
+      mn = std::min<double>(mn, v);
+      mx = std::max<double>(mx, v);
+      ++finite;
+    }
+    std::vector<std::int64_t> shape{kN};
+    for (auto [data, type] : {std::pair<const void*, ScalarType>{f.data(), ScalarType::F32},
+                              {b.data(), ScalarType::BF16}, {h.data(), ScalarType::F16}}) {
+      Stats s = host_stats(make(data, shape, nullptr, type));
+      EXPECT_EQ(s.finite, finite);
+      EXPECT_EQ(s.nan, poison ? 1 : 0);
+      EXPECT_EQ(s.inf, poison ? 1 : 0);
+      EXPECT_EQ(s.min, mn);
+      EXPECT_EQ(s.max, mx);
+      EXPECT_NEAR(s.mean, sum / static_cast<double>(finite), 1e-9);
+    }
+  }
+}
+
+}  // namespace
