@@ -1,6 +1,8 @@
-// Which device::Backend reads CUDA and MUSA memory. Filled by the driver backend when it loads.
+// Which device::Backend reads CUDA and MUSA memory: one set explicitly (tests, a framework with
+// its own backend), else the process-wide driver backend when it drives that kind of device.
 #include <atomic>
 
+#include "mate/device/driver.hpp"
 #include "mate/tensor/stats.hpp"
 
 namespace mate::tensor {
@@ -14,7 +16,15 @@ void set_device_backend(device::Kind kind, device::Backend* backend) noexcept {
 }
 
 device::Backend* device_backend(device::Kind kind) noexcept {
-  return backends[static_cast<int>(kind)].load(std::memory_order_acquire);
+  if (device::Backend* b = backends[static_cast<int>(kind)].load(std::memory_order_acquire)) return b;
+  if (kind == device::Kind::Host) return &device::host_backend();
+  try {
+    device::DriverBackend* driver = device::driver_backend();
+    if (driver != nullptr && driver->kind() == kind) return driver;
+  } catch (...) {
+    // Statistics report "no backend" rather than fail the host program.
+  }
+  return nullptr;
 }
 
 }  // namespace mate::tensor
