@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev libdlpack-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libxxhash-dev
   python3
   electric-fence duma
 )

@@ -25,6 +25,10 @@ bool listed_in_all(const VarInfo& v, const EnvReportOptions& o) {
   return v.category == Category::Public || o.internal;
 }
 
+// PATH and HOME are registered because JIT builds read them, but every shell sets them: the
+// plain `mate env` (what is set that affects MATE) leaves them to `--all --internal`.
+bool ambient(const VarInfo& v) { return v.name == "PATH" || v.name == "HOME"; }
+
 // Wraps a paragraph to `width` columns with `indent` spaces in front of every line.
 std::string wrap(std::string_view text, std::size_t width, std::size_t indent) {
   std::string out, line;
@@ -60,7 +64,7 @@ std::string escape_cell(std::string_view s) {
 std::vector<VariableReport> collect(const EnvReportOptions& options) {
   std::vector<VariableReport> rows;
   for (const VarInfo& v : all_variables()) {
-    if (options.all ? listed_in_all(v, options) : is_set(v.id)) rows.push_back(report_known(v));
+    if (options.all ? listed_in_all(v, options) : is_set(v.id) && !ambient(v)) rows.push_back(report_known(v));
   }
   for (const UnknownVariable& u : unknown_variables()) {
     VariableReport r;

@@ -1,0 +1,25 @@
+// Running a build: a fresh private directory, a build.ninja, `ninja -C`, and publication by
+// rename. Used by the JIT loader (under the module's lock) and by AOT builds.
+#pragma once
+
+#include <string>
+
+#include "jit/plan.hpp"
+
+namespace mate::jit::detail {
+
+// Builds `plan` in a new directory under `parent` named .staging-<key>-<host>-<pid>-<n>, and
+// writes its manifest.json. Returns the directory. Throws ModuleError(BuildFailed) with the full
+// build output and the failing command.
+std::string build_in_staging(const Plan& plan, const std::string& parent);
+
+enum class Publish { Published, AlreadyThere, ParentGone };
+// Renames `staging` to `final_dir`. AlreadyThere: another process published first (staging is
+// left in place). ParentGone: the cache was cleared meanwhile.
+Publish publish(const std::string& staging, const std::string& final_dir);
+
+// Removes .staging-<key>-<this host>-<pid>-* directories under `parent` whose process is dead
+// (builds that were killed). Call while holding the key's lock.
+void remove_dead_staging(const std::string& parent, const std::string& key);
+
+}  // namespace mate::jit::detail

@@ -1,0 +1,55 @@
+// The JIT cache on disk: where things live, manifests, validation of published entries.
+//
+//   <base>/.cache/mate/<version>/
+//     toolchains/<stamp>.version                     compiler --version memos
+//     <arch>/cached_ops/<name>/<key>/                a published entry (immutable)
+//         manifest.json  module.so  build.ninja  build.log  src/  include/  obj/
+//     <arch>/cached_ops/<name>/.lock-<key>           flock serialising builders of <key>
+//     <arch>/cached_ops/<name>/.staging-<key>-...    a private build directory
+//     <arch>/cached_ops/<name>/.corrupt-<key>-...    an entry set aside as unusable
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "jit/plan.hpp"
+
+namespace mate::jit::detail {
+
+// <base>/.cache/mate/<version>; base is MATE_WORKSPACE_BASE, else HOME, else the password
+// database's home directory.
+std::string cache_root();
+std::string workspace_base();
+std::string module_dir(const std::string& root, const Plan& plan);  // .../cached_ops/<name>
+std::string entry_dir(const std::string& root, const Plan& plan);   // .../<name>/<key>
+
+struct Manifest {
+  std::string name, key, toolchain, arch, library, built_at;
+  std::vector<std::string> arch_list;
+  std::vector<KeyInput> inputs;
+  double build_seconds = 0;
+  std::uint64_t size = 0;
+};
+
+nlohmann::json to_json(const Manifest& m);
+Manifest manifest_for(const Plan& plan);
+// Reads <dir>/manifest.json; nullopt with `why` when missing or malformed.
+std::optional<Manifest> read_manifest(const std::string& dir, std::string* why);
+// Checks a published entry against the plan: manifest readable, same name and key, library
+// present. Returns "" when usable, else the reason.
+std::string check_entry(const std::string& dir, const Plan& plan, Manifest* out);
+
+// Total bytes of regular files under `dir` (0 when missing).
+std::uint64_t directory_size(const std::string& dir);
+// Removes `dir` recursively; ignores errors (best effort, for discarded builds).
+void remove_tree(const std::string& dir) noexcept;
+// mkdir -p; throws ModuleError(CacheError) naming the directory.
+void make_directories(const std::string& dir);
+std::string utc_now_iso();
+std::string hostname();
+
+}  // namespace mate::jit::detail

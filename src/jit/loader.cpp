@@ -1,0 +1,255 @@
+// load_module(): AOT, then the JIT cache, then a locked build. See module.hpp for the contract.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "jit/aot.hpp"
+#include "jit/build.hpp"
+#include "jit/cache.hpp"
+#include "jit/plan.hpp"
+#include "mate/config.hpp"
+#include "mate/core/file_lock.hpp"
+#include "mate/jit/module.hpp"
+
+namespace mate::jit {
+
+struct Module::State {
+  std::string name, key, path;
+  Origin origin;
+  void* handle;
+};
+
+const std::string& Module::name() const noexcept { return state_->name; }
+const std::string& Module::key() const noexcept { return state_->key; }
+const std::string& Module::path() const noexcept { return state_->path; }
+Origin Module::origin() const noexcept { return state_->origin; }
+
+void* Module::symbol(std::string_view symbol_name) const {
+  std::string s(symbol_name);
+  dlerror();
+  void* p = dlsym(state_->handle, s.c_str());
+  if (p == nullptr)
+    throw ModuleError(ModuleError::Kind::LoadFailed,
+                      fmt::format("module '{}' ({}) has no symbol '{}' (exported functions need "
+                                  "MATE_MODULE_EXPORT)",
+                                  state_->name, state_->path, s));
+  return p;
+}
+
+std::string_view to_string(Toolchain t) {
+  switch (t) {
+    case Toolchain::Host: return "host";
+    case Toolchain::Cuda: return "cuda";
+    case Toolchain::Musa: return "musa";
+  }
+  return "?";
+}
+
+std::string_view to_string(Origin o) {
+  switch (o) {
+    case Origin::Aot: return "aot";
+    case Origin::JitCache: return "jit-cache";
+    case Origin::JitBuilt: return "jit-built";
+  }
+  return "?";
+}
+
+namespace {
+
+using namespace detail;
+
+std::mutex& memo_mutex() {
+  static std::mutex m;
+  return m;
+}
+// Loaded modules by (cache root, AOT roots, JIT enabled, key): a second load is a map lookup.
+std::map<std::string, std::shared_ptr<const Module::State>>& memo() {
+  static std::map<std::string, std::shared_ptr<const Module::State>> m;
+  return m;
+}
+
+void* try_dlopen(const std::string& path, std::string* error) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr && error) {
+    const char* e = dlerror();
+    *error = e ? e : "dlopen failed";
+  }
+  return h;
+}
+
+std::shared_ptr<const Module::State> make_state(const Plan& plan, const std::string& key,
+                                                const std::string& path, Origin origin, void* handle) {
+  return std::make_shared<const Module::State>(Module::State{plan.spec.name, key, path, origin, handle});
+}
+
+// A published entry: loaded, absent (""), or unusable (`problem` says why).
+void* load_published(const std::string& entry, const Plan& plan, bool* exists, std::string* problem) {
+  struct stat st {};
+  *exists = ::stat(entry.c_str(), &st) == 0;
+  if (!*exists) return nullptr;
+  Manifest m;
+  *problem = check_entry(entry, plan, &m);
+  if (!problem->empty()) return nullptr;
+  std::string error;
+  void* h = try_dlopen(entry + "/" + m.library, &error);
+  if (h == nullptr) *problem = m.library + " cannot be loaded: " + error;
+  return h;
+}
+
+void set_aside(const std::string& module_path, const std::string& entry, const Plan& plan,
+               const std::string& problem) {
+  static std::atomic<unsigned> counter{0};
+  std::string aside = fmt::format("{}/.corrupt-{}-{}-{}", module_path, plan.key, getpid(), counter++);
+  if (::rename(entry.c_str(), aside.c_str()) != 0)
+    throw ModuleError(ModuleError::Kind::CacheError,
+                      fmt::format("module '{}': cache entry {} is unusable ({}) and cannot be set "
+                                  "aside: {}",
+                                  plan.spec.name, entry, problem, std::strerror(errno)));
+  std::fprintf(stderr, "mate: module '%s': cache entry %s is unusable (%s); set aside as %s, rebuilding\n",
+               plan.spec.name.c_str(), entry.c_str(), problem.c_str(), aside.c_str());
+}
+
+std::string arch_text(const Plan& plan) {
+  std::string list = fmt::format("{}", fmt::join(plan.arch_list, " "));
+  return plan.spec.toolchain == Toolchain::Host ? plan.arch : fmt::format("{} ({})", plan.arch, list);
+}
+
+// The JIT path, run with the module's lock. Returns the state, or nullptr when the cache was
+// cleared under the build (the caller retries once).
+std::shared_ptr<const Module::State> build_locked(const Plan& plan, const std::string& root,
+                                                  const LoadOptions& options) {
+  std::string mod_dir = module_dir(root, plan);
+  std::string entry = entry_dir(root, plan);
+  make_directories(mod_dir);
+  core::FileLock::Options lock_options;
+  lock_options.notify_after = options.lock_notice_after;
+  lock_options.on_wait = [&](const core::LockHolder& holder, std::chrono::milliseconds waited) {
+    std::string notice = fmt::format(
+        "mate: waiting {:.1f} s for module '{}' (key {}): being built by {} (lock {})",
+        waited.count() / 1000.0, plan.spec.name, plan.key, holder.describe(), mod_dir + "/.lock-" + plan.key);
+    if (options.on_lock_wait) options.on_lock_wait(notice);
+    else std::fprintf(stderr, "%s\n", notice.c_str());
+  };
+  core::FileLock lock = [&] {
+    try {
+      return core::FileLock::acquire(mod_dir + "/.lock-" + plan.key, lock_options);
+    } catch (const std::system_error& e) {
+      throw ModuleError(ModuleError::Kind::CacheError, e.what());
+    }
+  }();
+
+  // Someone may have published while we waited.
+  bool exists = false;
+  std::string problem;
+  if (void* h = load_published(entry, plan, &exists, &problem))
+    return make_state(plan, plan.key, entry + "/module.so", Origin::JitCache, h);
+  if (exists) set_aside(mod_dir, entry, plan, problem);
+
+  remove_dead_staging(mod_dir, plan.key);
+  std::string staging;
+  try {
+    staging = build_in_staging(plan, mod_dir);
+  } catch (const ModuleError& e) {
+    struct stat st {};
+    if (e.kind() == ModuleError::Kind::BuildFailed && ::stat(mod_dir.c_str(), &st) != 0) return nullptr;
+    throw;
+  }
+  switch (publish(staging, entry)) {
+    case Publish::Published: {
+      std::string error;
+      void* h = try_dlopen(entry + "/module.so", &error);
+      if (h == nullptr)
+        throw ModuleError(ModuleError::Kind::LoadFailed,
+                          fmt::format("module '{}' was built but cannot be loaded from {}: {}",
+                                      plan.spec.name, entry, error));
+      return make_state(plan, plan.key, entry + "/module.so", Origin::JitBuilt, h);
+    }
+    case Publish::AlreadyThere: {
+      // Lost a race (possible only when the lock file was replaced, e.g. by clear-cache):
+      // load our own build, then discard it; the mapping outlives the files.
+      std::string error;
+      void* h = try_dlopen(staging + "/module.so", &error);
+      remove_tree(staging);
+      if (h == nullptr)
+        throw ModuleError(ModuleError::Kind::LoadFailed,
+                          fmt::format("module '{}' was built but cannot be loaded: {}", plan.spec.name, error));
+      return make_state(plan, plan.key, entry + "/module.so", Origin::JitBuilt, h);
+    }
+    case Publish::ParentGone:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Module load_module(const ModuleSpec& spec, const LoadOptions& options) {
+  const std::string root = cache_root();
+  Plan plan = make_plan(spec, root + "/toolchains");
+  const bool jit_disabled = config::disable_jit();
+  std::vector<std::string> roots = aot_directories();
+  std::string memo_key = fmt::format("{}\n{}\n{}\n{}\n{}", root, fmt::join(roots, "\n"), jit_disabled,
+                                     spec.name, plan.key);
+  if (plan.arch_known) {
+    std::lock_guard<std::mutex> lock(memo_mutex());
+    auto it = memo().find(memo_key);
+    if (it != memo().end()) return Module(it->second);
+  }
+  auto remember = [&](std::shared_ptr<const Module::State> state) {
+    std::lock_guard<std::mutex> lock(memo_mutex());
+    memo().emplace(memo_key, state);
+    return Module(std::move(state));
+  };
+
+  if (!plan.arch_known)
+    throw ModuleError(jit_disabled ? ModuleError::Kind::Missing : ModuleError::Kind::NotBuildable,
+                      fmt::format("module '{}' ({}) cannot be resolved: {}", spec.name,
+                                  to_string(spec.toolchain), plan.why_not_buildable));
+
+  std::vector<std::string> searched;
+  if (auto aot = find_aot(plan, &searched)) {
+    std::string error;
+    std::string path = aot->dir + "/" + aot->manifest.library;
+    if (void* h = try_dlopen(path, &error)) return remember(make_state(plan, aot->manifest.key, path, Origin::Aot, h));
+    searched.push_back(fmt::format("{} (AOT module matches but cannot be loaded: {})", path, error));
+  }
+
+  const std::string entry = entry_dir(root, plan);
+  if (jit_disabled) {
+    std::string text = fmt::format(
+        "module '{}' is missing: MATE_DISABLE_JIT=1 requires a matching AOT module and none was "
+        "found\n  module: {}\n  key: {}{}\n  arch: {}\n  searched:\n",
+        spec.name, spec.name, plan.key, plan.compiler_known ? "" : " (compiler not installed here)",
+        arch_text(plan));
+    for (const auto& s : searched) text += "    " + s + "\n";
+    text += "  Build AOT modules with `mate aot-build --out DIR` (DIR added with "
+            "mate::jit::add_aot_directory or installed under <prefix>/lib/mate/aot), or unset "
+            "MATE_DISABLE_JIT.";
+    throw ModuleError(ModuleError::Kind::Missing, text);
+  }
+  if (!plan.buildable)
+    throw ModuleError(ModuleError::Kind::NotBuildable,
+                      fmt::format("module '{}' is not buildable here: {}", spec.name, plan.why_not_buildable));
+
+  // Warm hit: a stat, the manifest and a dlopen; no lock, no subprocess.
+  bool exists = false;
+  std::string problem;
+  if (void* h = load_published(entry, plan, &exists, &problem))
+    return remember(make_state(plan, plan.key, entry + "/module.so", Origin::JitCache, h));
+
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (auto state = build_locked(plan, root, options)) return remember(std::move(state));
+  }
+  throw ModuleError(ModuleError::Kind::CacheError,
+                    fmt::format("module '{}': the cache {} was removed twice during the build; try again",
+                                spec.name, root));
+}
+
+}  // namespace mate::jit

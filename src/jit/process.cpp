@@ -1,0 +1,101 @@
+#include "jit/process.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include "mate/config.hpp"
+
+// The build tools (ninja, compilers) get this process's environment unchanged, so that what the
+// user set for their toolchain (e.g. LD_LIBRARY_PATH, CCACHE_DIR) reaches it.
+extern char** environ;
+
+namespace mate::jit::detail {
+
+namespace {
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+}  // namespace
+
+std::string ProcessResult::describe_status() const {
+  if (term_signal != 0) return "killed by signal " + std::to_string(term_signal);
+  return "exit status " + std::to_string(exit_code);
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv, bool stream_to_stderr) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+
+  int pipe_fds[2] = {-1, -1};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (stream_to_stderr) {
+    posix_spawn_file_actions_adddup2(&actions, 2, 1);
+  } else {
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0)
+      throw std::system_error(errno, std::generic_category(), "pipe for " + argv[0]);
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+  }
+  int devnull_stdin = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull_stdin >= 0) posix_spawn_file_actions_adddup2(&actions, devnull_stdin, 0);
+
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (devnull_stdin >= 0) ::close(devnull_stdin);
+  if (pipe_fds[1] >= 0) ::close(pipe_fds[1]);
+  if (rc != 0) {
+    if (pipe_fds[0] >= 0) ::close(pipe_fds[0]);
+    throw std::system_error(rc, std::generic_category(), "cannot start " + argv[0]);
+  }
+
+  ProcessResult result;
+  if (pipe_fds[0] >= 0) {
+    char buf[16384];
+    for (;;) {
+      ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
+      if (n > 0) result.output.append(buf, static_cast<std::size_t>(n));
+      else if (n < 0 && errno == EINTR) continue;
+      else break;
+    }
+    ::close(pipe_fds[0]);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::system_error(errno, std::generic_category(), "waitpid " + argv[0]);
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
+  return result;
+}
+
+std::optional<std::string> find_program(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) {
+    if (is_executable_file(name)) return name;
+    return std::nullopt;
+  }
+  std::string path = config::path();
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + name;
+    if (is_executable_file(candidate)) return candidate;
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+}  // namespace mate::jit::detail

@@ -1,0 +1,34 @@
+// Which compiler builds a toolchain's modules, what it says it is, and for which archs.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jit/plan.hpp"
+
+namespace mate::jit::detail {
+
+struct ToolchainResolution {
+  std::vector<std::string> arch_list;   // empty when unknown
+  std::string arch_dir;                 // cache path component
+  std::vector<std::string> arch_flags;  // compiler flags selecting the archs
+  std::optional<Compiler> compiler;     // nullopt when not found
+  std::string problem;                  // why modules of this toolchain cannot be built here
+};
+
+// Resolves the compiler (CXX / MATE_NVCC / MATE_MCC, then PATH, then the vendor default) and
+// the arch list (host arch; MATE_*_ARCH_LIST; the registered device detector). Never throws
+// for a missing compiler or arch: `problem` says what is missing and how to fix it.
+ToolchainResolution resolve_toolchain(Toolchain toolchain, const std::string& memo_dir);
+
+// The compiler's `--version` output, remembered in `memo_dir` (when not "") under a name
+// derived from the executable's resolved path, inode, size and change times: a compiler
+// replaced in place is asked again. The identity in the key is the output itself.
+std::string compiler_version(const std::string& invoked, const std::string& resolved,
+                             const std::string& memo_dir);
+
+// The arch list in effect for a device toolchain, or nullopt with `why` filled in.
+std::optional<std::vector<std::string>> device_arch_list(Toolchain toolchain, std::string* why);
+
+}  // namespace mate::jit::detail

@@ -1,0 +1,71 @@
+// Shared pieces of the JIT tests: a scratch directory and a compiler wrapper that logs every
+// call, can slow a build down, and can SIGKILL the process that started the build.
+#pragma once
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace mate::jit::testing {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/mate_jit_test_XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline int count_lines_with(const std::string& text, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find(needle) != std::string::npos) ++n;
+  return n;
+}
+
+// Writes <dir>/cxx: appends its arguments to <dir>/cxx.log, sleeps $JIT_TEST_SLEEP seconds
+// before compiling, and when <dir>/kill_builder exists removes it and SIGKILLs the process that
+// started ninja (the MATE builder), then fails.
+// (ninja runs the wrapper through `sh -c`, so the builder is found by walking up to ninja.) Runs /usr/bin/c++ otherwise.
+inline std::string write_compiler_wrapper(const std::string& dir) {
+  std::string path = dir + "/cxx";
+  std::ofstream out(path);
+  out << "#!/bin/sh\n"
+      << "echo \"$*\" >> " << dir << "/cxx.log\n"
+      << "case \" $* \" in *' --version '*) exec /usr/bin/c++ \"$@\";; esac\n"
+      << "if [ -e " << dir << "/kill_builder ]; then\n"
+      << "  rm -f " << dir << "/kill_builder\n"
+      << "  p=$PPID\n"
+      << "  while [ \"$p\" -gt 1 ]; do\n"
+      << "    parent=$(awk '{print $4}' /proc/$p/stat)\n"
+      << "    if [ \"$(cat /proc/$p/comm)\" = ninja ]; then kill -9 \"$parent\"; break; fi\n"
+      << "    p=$parent\n"
+      << "  done\n"
+      << "  exit 1\n"
+      << "fi\n"
+      << "case \" $* \" in *' -c '*) sleep \"${JIT_TEST_SLEEP:-0}\";; esac\n"
+      << "exec /usr/bin/c++ \"$@\"\n";
+  out.close();
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+}  // namespace mate::jit::testing

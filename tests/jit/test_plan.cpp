@@ -1,0 +1,160 @@
+// Module keys and plans: what changes a key and what does not, template rendering, spec
+// validation, arch lists and the device arch detector hook.
+#include <sys/stat.h>
+#include <utime.h>
+
+#include <algorithm>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "jit/plan.hpp"
+#include "mate/config.hpp"
+#include "mate/jit/catalog.hpp"
+
+namespace {
+
+using mate::config::ScopedOverride;
+using mate::config::Var;
+using namespace mate::jit;
+using detail::make_plan;
+using ::testing::HasSubstr;
+
+std::string key_of(const ModuleSpec& spec) { return make_plan(spec, "").key; }
+
+const detail::KeyInput* input(const detail::Plan& plan, const std::string& name) {
+  auto it = std::find_if(plan.inputs.begin(), plan.inputs.end(), [&](const auto& i) { return i.name == name; });
+  return it == plan.inputs.end() ? nullptr : &*it;
+}
+
+TEST(JitPlan, KeyIsStableAndHostModulesAreKeyedByHostArch) {
+  auto spec = sample_axpy_spec("float", 64);
+  auto plan = make_plan(spec, "");
+  EXPECT_EQ(plan.key.size(), 32u);
+  EXPECT_EQ(plan.key, key_of(spec));
+  EXPECT_EQ(plan.arch, detail::host_arch());
+  EXPECT_TRUE(plan.buildable) << plan.why_not_buildable;
+  ASSERT_NE(input(plan, "compiler_version"), nullptr);
+  EXPECT_NE(input(plan, "compiler_version")->value, "unknown");
+  EXPECT_EQ(input(plan, "mate_version")->value, MATE_TEST_VERSION);
+}
+
+TEST(JitPlan, EveryBinaryAffectingInputChangesTheKey) {
+  auto base = sample_axpy_spec("float", 64);
+  const std::string k = key_of(base);
+  EXPECT_NE(key_of(sample_axpy_spec("float", 32)), k) << "template parameter";
+  EXPECT_NE(key_of(sample_axpy_spec("double", 64)), k) << "dtype";
+  auto with_flag = base;
+  with_flag.cflags.push_back("-DEXTRA=1");
+  EXPECT_NE(key_of(with_flag), k) << "module flags";
+  {
+    ScopedOverride o(Var::MATE_EXTRA_CFLAGS, "-O3");
+    EXPECT_NE(key_of(base), k) << "MATE_EXTRA_CFLAGS";
+  }
+  {
+    ScopedOverride o(Var::MATE_EXTRA_LDFLAGS, "-Wl,-O1");
+    EXPECT_NE(key_of(base), k) << "MATE_EXTRA_LDFLAGS";
+  }
+  {
+    ScopedOverride o(Var::CXX, "clang++");
+    EXPECT_NE(key_of(base), k) << "compiler";
+  }
+  {
+    // The parallelism and verbosity of the build cannot change the binary.
+    ScopedOverride j(Var::MAX_JOBS, "1");
+    ScopedOverride v(Var::MATE_JIT_VERBOSE, "1");
+    EXPECT_EQ(key_of(base), k);
+  }
+  EXPECT_EQ(key_of(base), k);
+}
+
+TEST(JitPlan, RecordedCommandsUseRelativePathsAndACompilerPlaceholder) {
+  auto plan = make_plan(sample_axpy_spec("float", 64), "");
+  auto* compile = input(plan, "command obj/axpy.cpp.o");
+  ASSERT_NE(compile, nullptr);
+  EXPECT_THAT(compile->value, HasSubstr("<compiler> -std=c++17"));
+  EXPECT_THAT(compile->value, HasSubstr("-c src/axpy.cpp -o obj/axpy.cpp.o"));
+  EXPECT_EQ(compile->value.find("/usr/"), std::string::npos) << compile->value;
+  EXPECT_NE(input(plan, "command module.so"), nullptr);
+  EXPECT_NE(input(plan, "source src/axpy.cpp"), nullptr);
+}
+
+TEST(JitPlan, TemplatesRenderParametersAndRejectUnknownPlaceholders) {
+  std::map<std::string, std::string> p{{"dtype", "float"}, {"tile", "64"}};
+  EXPECT_EQ(detail::render_template("m", "f.cpp", "T={{dtype}} N={{tile}} {{{{x}}", p), "T=float N=64 {{x}}");
+  try {
+    detail::render_template("gemm", "gemm.cpp", "{{dtyp}}", p);
+    FAIL() << "expected an error";
+  } catch (const ModuleError& e) {
+    EXPECT_EQ(e.kind(), ModuleError::Kind::BadSpec);
+    EXPECT_THAT(e.what(), HasSubstr("module 'gemm', source 'gemm.cpp': placeholder {{dtyp}} has no parameter"));
+    EXPECT_THAT(e.what(), HasSubstr("dtype, tile"));
+  }
+}
+
+TEST(JitPlan, BadSpecsAreRejectedWithTheReason) {
+  auto expect_bad = [](ModuleSpec spec, const char* text) {
+    try {
+      make_plan(spec, "");
+      ADD_FAILURE() << "expected an error for " << spec.name;
+    } catch (const ModuleError& e) {
+      EXPECT_EQ(e.kind(), ModuleError::Kind::BadSpec);
+      EXPECT_THAT(e.what(), HasSubstr(text));
+    }
+  };
+  expect_bad(ModuleSpec{.name = "a/b", .sources = {{"a.cpp", "int x;"}}}, "character '/'");
+  expect_bad(ModuleSpec{.name = "", .sources = {{"a.cpp", "int x;"}}}, "module name '' is invalid");
+  expect_bad(ModuleSpec{.name = "m"}, "module 'm' has no sources");
+  expect_bad(ModuleSpec{.name = "m", .sources = {{"../a.cpp", "int x;"}}}, "source file name '../a.cpp' is invalid");
+  expect_bad(ModuleSpec{.name = "m", .sources = {{"a.h", "int x;"}}}, "no source to compile");
+}
+
+TEST(JitArch, CudaWithoutListOrDetectorIsNotBuildableWithTheReason) {
+  ScopedOverride list(Var::MATE_CUDA_ARCH_LIST, std::nullopt);
+  auto plan = make_plan(sample_cuda_scale_spec(), "");
+  EXPECT_FALSE(plan.arch_known);
+  EXPECT_FALSE(plan.buildable);
+  EXPECT_THAT(plan.why_not_buildable, HasSubstr("MATE_CUDA_ARCH_LIST is unset"));
+  EXPECT_THAT(plan.why_not_buildable, HasSubstr("no CUDA device was detected"));
+}
+
+std::vector<std::string> detect_sm80() { return {"8.0"}; }
+std::vector<std::string> detect_nothing() { return {}; }
+
+TEST(JitArch, DetectorHookSuppliesArchsWhenNoListIsSet) {
+  ScopedOverride list(Var::MATE_CUDA_ARCH_LIST, std::nullopt);
+  set_device_arch_detector(mate::device::Kind::Cuda, detect_sm80);
+  auto plan = make_plan(sample_cuda_scale_spec(), "");
+  EXPECT_EQ(plan.arch_list, std::vector<std::string>{"8.0"});
+  EXPECT_EQ(plan.arch, "cuda_8.0");
+  {
+    ScopedOverride explicit_list(Var::MATE_CUDA_ARCH_LIST, "9.0 10.0");
+    auto p2 = make_plan(sample_cuda_scale_spec(), "");
+    EXPECT_EQ(p2.arch_list, (std::vector<std::string>{"9.0", "10.0"})) << "the variable wins";
+    EXPECT_NE(p2.key, plan.key);
+  }
+  set_device_arch_detector(mate::device::Kind::Cuda, detect_nothing);
+  auto none = make_plan(sample_cuda_scale_spec(), "");
+  EXPECT_FALSE(none.buildable);
+  EXPECT_THAT(none.why_not_buildable, HasSubstr("no CUDA device is visible"));
+  set_device_arch_detector(mate::device::Kind::Cuda, nullptr);
+}
+
+TEST(JitArch, InvalidArchListIsAConfigError) {
+  ScopedOverride list(Var::MATE_CUDA_ARCH_LIST, "sm_90");
+  EXPECT_THROW(make_plan(sample_cuda_scale_spec(), ""), mate::config::ConfigError);
+}
+
+TEST(JitArch, MusaWithoutMccIsNotBuildableAndSaysSetMateMcc) {
+  ScopedOverride list(Var::MATE_MUSA_ARCH_LIST, "3.1");
+  ScopedOverride mcc(Var::MATE_MCC, std::nullopt);
+  ModuleSpec spec{.name = "musa_probe", .toolchain = Toolchain::Musa, .sources = {{"k.mu", "int x;"}}};
+  auto plan = make_plan(spec, "");
+  EXPECT_TRUE(plan.arch_known);
+  EXPECT_EQ(plan.arch, "musa_3.1");
+  EXPECT_FALSE(plan.buildable);
+  EXPECT_THAT(plan.why_not_buildable, HasSubstr("mcc not found"));
+  EXPECT_THAT(plan.why_not_buildable, HasSubstr("(set MATE_MCC)"));
+}
+
+}  // namespace

@@ -1,0 +1,236 @@
+// The module cache with real processes: concurrent builders, a builder killed with SIGKILL
+// midway, corrupt published entries, warm hits without subprocesses, and the mate commands.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "jit_test_support.hpp"
+#include "subprocess.hpp"
+
+namespace {
+
+using mate::jit::testing::count_lines_with;
+using mate::jit::testing::read_text;
+using mate::jit::testing::TempDir;
+using mate::testing::run;
+using mate::testing::RunResult;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+struct JitProcesses : ::testing::Test {
+  TempDir dir;
+  std::string cxx = mate::jit::testing::write_compiler_wrapper(dir.path);
+  std::string workspace = dir.path + "/ws";
+
+  std::map<std::string, std::string> env(std::map<std::string, std::string> extra = {}) const {
+    extra["MATE_WORKSPACE_BASE"] = workspace;
+    extra["CXX"] = cxx;
+    extra["MAX_JOBS"] = "2";
+    return extra;
+  }
+  static mate::testing::RunOptions with_env(std::map<std::string, std::string> e) {
+    mate::testing::RunOptions o;
+    o.env = std::move(e);
+    return o;
+  }
+  RunResult probe(std::map<std::string, std::string> extra = {}) const {
+    return run({JIT_PROBE, "--notice-ms", "200"}, with_env(env(std::move(extra))));
+  }
+  std::string log() const { return read_text(dir.path + "/cxx.log"); }
+  int compiles() const { return count_lines_with(log(), " -c src/axpy.cpp"); }
+  // .../cached_ops/mate_sample_axpy_f32_t64
+  std::string module_dir() const {
+    for (auto& arch : fs::directory_iterator(workspace + "/.cache/mate/" MATE_TEST_VERSION))
+      if (fs::exists(arch.path() / "cached_ops/mate_sample_axpy_f32_t64"))
+        return (arch.path() / "cached_ops/mate_sample_axpy_f32_t64").string();
+    return "";
+  }
+  int entries_starting_with(const std::string& prefix) const {
+    int n = 0;
+    for (auto& e : fs::directory_iterator(module_dir()))
+      if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
+    return n;
+  }
+  static std::string field(const std::string& out, const std::string& name) {
+    auto at = out.find(name + "=");
+    if (at == std::string::npos) return "";
+    auto end = out.find_first_of(" \n", at);
+    return out.substr(at + name.size() + 1, end - at - name.size() - 1);
+  }
+};
+
+TEST_F(JitProcesses, ConcurrentBuildersBuildOnceWhileTheOthersWaitSayOnWhomThenLoad) {
+  constexpr int kProcesses = 4;
+  std::vector<RunResult> results(kProcesses);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kProcesses; ++i)
+    threads.emplace_back([&, i] { results[i] = probe({{"JIT_TEST_SLEEP", "1.5"}}); });
+  for (auto& t : threads) t.join();
+
+  int built = 0, cached = 0, told = 0;
+  for (const auto& r : results) {
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("result=ok"));
+    built += field(r.out, "origin") == "jit-built";
+    cached += field(r.out, "origin") == "jit-cache";
+    if (r.err.find("being built by pid ") != std::string::npos) {
+      ++told;
+      EXPECT_THAT(r.err, HasSubstr("jit_probe")) << "the holder's command line";
+      EXPECT_THAT(r.err, HasSubstr("waiting "));
+    }
+  }
+  EXPECT_EQ(built, 1);
+  EXPECT_EQ(cached, kProcesses - 1);
+  EXPECT_GE(told, 1) << "a waiter says whom it waits on";
+  EXPECT_EQ(compiles(), 1) << "exactly one build ran:\n" << log();
+  EXPECT_EQ(entries_starting_with(".staging-"), 0);
+}
+
+TEST_F(JitProcesses, BuilderKilledMidwayLeavesTheCacheUsable) {
+  { std::ofstream(dir.path + "/kill_builder") << "x"; }
+  RunResult killed = probe();
+  EXPECT_EQ(killed.term_signal, SIGKILL) << killed.out << killed.err;
+  EXPECT_EQ(entries_starting_with(".staging-"), 1) << "the dead build's private directory is left";
+
+  RunResult next = probe();
+  ASSERT_EQ(next.exit_code, 0) << next.out << next.err;
+  EXPECT_EQ(field(next.out, "origin"), "jit-built");
+  EXPECT_THAT(next.out, HasSubstr("result=ok"));
+  EXPECT_EQ(entries_starting_with(".staging-"), 0) << "the dead build's directory was cleaned up";
+
+  RunResult warm = probe();
+  EXPECT_EQ(field(warm.out, "origin"), "jit-cache") << warm.out << warm.err;
+}
+
+TEST_F(JitProcesses, ProcessThatLosesThePublishRaceLoadsItsOwnBuildAndDiscardsIt) {
+  // Two builders of one key can only both build when the lock file is replaced under the first
+  // (e.g. by clear-cache); simulate that by unlinking it while the first one compiles.
+  RunResult first;
+  std::thread a([&] { first = probe({{"JIT_TEST_SLEEP", "1.5"}}); });
+  for (int i = 0; i < 500 && compiles() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(compiles(), 1);
+  int unlinked = 0;
+  for (auto& e : fs::directory_iterator(module_dir()))
+    if (e.path().filename().string().rfind(".lock-", 0) == 0) unlinked += fs::remove(e.path());
+  ASSERT_EQ(unlinked, 1);
+  RunResult second = probe({{"JIT_TEST_SLEEP", "1.5"}});
+  a.join();
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(field(first.out, "origin"), "jit-built");
+  EXPECT_EQ(field(second.out, "origin"), "jit-built");
+  EXPECT_EQ(field(first.out, "path"), field(second.out, "path")) << "both report the published entry";
+  EXPECT_EQ(compiles(), 2) << "both built";
+  EXPECT_EQ(entries_starting_with(".staging-"), 0) << "the loser discarded its build";
+  EXPECT_EQ(field(probe().out, "origin"), "jit-cache");
+}
+
+TEST_F(JitProcesses, CorruptLibraryIsSetAsideAndRebuilt) {
+  RunResult first = probe();
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::string lib = field(first.out, "path");
+  { std::ofstream(lib, std::ios::trunc) << "not an ELF file"; }
+  RunResult second = probe();
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_EQ(field(second.out, "origin"), "jit-built");
+  EXPECT_THAT(second.err, HasSubstr("module.so cannot be loaded"));
+  EXPECT_THAT(second.err, HasSubstr("set aside as "));
+  EXPECT_EQ(entries_starting_with(".corrupt-"), 1);
+  EXPECT_EQ(compiles(), 2);
+}
+
+TEST_F(JitProcesses, CorruptManifestIsSetAsideAndRebuilt) {
+  RunResult first = probe();
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::string manifest = fs::path(field(first.out, "path")).parent_path().string() + "/manifest.json";
+  { std::ofstream(manifest, std::ios::trunc) << "{\"format\": 1, \"name\": "; }
+  RunResult second = probe();
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_EQ(field(second.out, "origin"), "jit-built");
+  EXPECT_THAT(second.err, HasSubstr("manifest.json is malformed"));
+  EXPECT_EQ(entries_starting_with(".corrupt-"), 1);
+  EXPECT_EQ(field(probe().out, "origin"), "jit-cache");
+}
+
+TEST_F(JitProcesses, WarmHitStartsNoSubprocess) {
+  ASSERT_EQ(probe().exit_code, 0);
+  std::size_t calls = count_lines_with(log(), "");
+  RunResult warm = probe();
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  EXPECT_EQ(field(warm.out, "origin"), "jit-cache");
+  EXPECT_EQ(static_cast<std::size_t>(count_lines_with(log(), "")), calls)
+      << "neither the compiler nor its --version ran:\n" << log();
+}
+
+TEST_F(JitProcesses, VerboseStreamsNinjaCommandLines) {
+  RunResult r = probe({{"MATE_JIT_VERBOSE", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mate: building module 'mate_sample_axpy_f32_t64'"));
+  EXPECT_THAT(r.err, HasSubstr(cxx + " -std=c++17")) << "ninja -v prints each full command";
+}
+
+TEST_F(JitProcesses, MateFindsTheBuildTreeAotModulesNextToItsBinary) {
+  std::string aot = fs::path(MATE_BINARY).parent_path().parent_path().string() + "/aot/manifest.json";
+  if (!fs::exists(aot)) GTEST_SKIP() << "configured with MATE_BUILD_AOT=OFF";
+  RunResult r = run({MATE_BINARY, "module-status", "--filter", "aot"}, with_env({{"MATE_WORKSPACE_BASE", workspace}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("mate_sample_axpy_f32_t64"));
+  EXPECT_THAT(r.out, HasSubstr(fs::path(aot).parent_path().string()));
+}
+
+TEST_F(JitProcesses, DisableJitWithoutAotFailsNamingTheModule) {
+  RunResult r = probe({{"MATE_DISABLE_JIT", "1"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("module 'mate_sample_axpy_f32_t64' is missing: MATE_DISABLE_JIT=1"));
+  EXPECT_THAT(r.err, HasSubstr("searched:"));
+  EXPECT_EQ(compiles(), 0);
+}
+
+TEST_F(JitProcesses, ModuleStatusListsKnownModulesOfflineAndClearCacheRemovesTheCache) {
+  // Extra flags keep the build tree's AOT modules from matching, so the JIT state shows.
+  auto e = env({{"MATE_EXTRA_CFLAGS", "-DSTATUS_TEST"}, {"MATE_MUSA_ARCH_LIST", "3.1"}});
+  RunResult status = run({MATE_BINARY, "module-status"}, with_env(e));
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("mate_sample_axpy_f32_t64"));
+  EXPECT_THAT(status.out, HasSubstr("mate_sample_scale_cuda"));
+  EXPECT_THAT(status.out, HasSubstr("missing"));
+  EXPECT_THAT(status.out, HasSubstr("MUSA 3.1"));
+  EXPECT_THAT(status.out, HasSubstr("JIT: enabled"));
+
+  ASSERT_EQ(probe({{"MATE_EXTRA_CFLAGS", "-DSTATUS_TEST"}}).exit_code, 0);
+  RunResult jit = run({MATE_BINARY, "module-status", "--filter", "jit", "--json", "--detailed"}, with_env(e));
+  ASSERT_EQ(jit.exit_code, 0) << jit.err;
+  auto j = nlohmann::json::parse(jit.out);
+  ASSERT_EQ(j["modules"].size(), 1u) << jit.out;
+  EXPECT_EQ(j["modules"][0]["name"], "mate_sample_axpy_f32_t64");
+  EXPECT_EQ(j["modules"][0]["status"], "jit-cached");
+  EXPECT_GT(j["modules"][0]["size"].get<int>(), 0);
+  EXPECT_FALSE(j["modules"][0]["inputs"].empty());
+  EXPECT_EQ(j["summary"]["musa_arch_list"], "3.1");
+  EXPECT_EQ(j["summary"]["jit_enabled"], true);
+
+  RunResult stale = run({MATE_BINARY, "module-status", "--filter", "stale"},
+                        with_env(env({{"MATE_EXTRA_CFLAGS", "-DOTHER"}})));
+  EXPECT_THAT(stale.out, HasSubstr("MATE_EXTRA_CFLAGS differs (cached: -DSTATUS_TEST; now: -DOTHER)"));
+
+  EXPECT_EQ(run({MATE_BINARY, "module-status", "--filter", "bogus"}, with_env(e)).exit_code, 2);
+  RunResult bad_arch = run({MATE_BINARY, "module-status"}, with_env({{"MATE_CUDA_ARCH_LIST", "sm_90"}}));
+  EXPECT_EQ(bad_arch.exit_code, 2);
+  EXPECT_THAT(bad_arch.err, HasSubstr("MATE_CUDA_ARCH_LIST"));
+  RunResult unknown = run({MATE_BINARY, "aot-build", "--out", dir.path + "/aot", "--module", "nope"}, with_env(e));
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown module 'nope'"));
+
+  RunResult clear = run({MATE_BINARY, "clear-cache"}, with_env(e));
+  EXPECT_EQ(clear.exit_code, 0) << clear.err;
+  EXPECT_THAT(clear.out, HasSubstr("removed " + workspace + "/.cache/mate/" MATE_TEST_VERSION));
+  EXPECT_FALSE(fs::exists(workspace + "/.cache/mate/" MATE_TEST_VERSION));
+}
+
+}  // namespace
