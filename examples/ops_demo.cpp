@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "mate/jit/admin.hpp"
@@ -71,10 +72,20 @@ constexpr DLDataType kI32{kDLInt, 32, 1};
 
 bool g_ok = true;
 
-void report(const char* what, double max_error, double tolerance, double ms) {
+// Where the call's module comes from, asked before the call: a missing module is built by it.
+std::string module_source(mate::ops::Kernel kernel, mate::ops::InputType type) {
+  auto status = mate::jit::module_status(mate::ops::module_spec(kernel, type, mate::jit::Toolchain::Host));
+  std::string where = status.state == mate::jit::ModuleState::Aot         ? "AOT"
+                      : status.state == mate::jit::ModuleState::JitCached ? "JIT cache"
+                                                                           : "built now";
+  return status.name + ": " + where;
+}
+
+void report(const char* what, const std::string& module, double max_error, double tolerance, double ms) {
   bool ok = max_error <= tolerance;
   g_ok = g_ok && ok;
-  std::printf("  %-44s max |error| vs naive loop %.2e  %s  (%.1f ms)\n", what, max_error, ok ? "ok" : "MISMATCH", ms);
+  std::printf("  %-44s %8.1f ms  max |error| %.1e %-8s [%s]\n", what, ms, max_error, ok ? "ok" : "MISMATCH",
+              module.c_str());
 }
 
 template <class F>
@@ -100,30 +111,26 @@ double gemm_error(const Tensor& a, const Tensor& b, const Tensor& out, float alp
 
 int main() try {
   std::mt19937 rng(2026);
-  std::printf("MATE reference kernels (mate::ops) on the host\n");
-  std::printf("modules (a missing one is built now, once; later runs load it from the cache):\n");
-  for (auto kernel : {mate::ops::Kernel::GemmNt, mate::ops::Kernel::RmsNorm, mate::ops::Kernel::GroupedGemmNt})
-    for (auto type : {mate::ops::InputType::F32, mate::ops::InputType::BF16}) {
-      auto status = mate::jit::module_status(mate::ops::module_spec(kernel, type, mate::jit::Toolchain::Host));
-      std::printf("  %-32s %s\n", status.name.c_str(), std::string(mate::jit::to_string(status.state)).c_str());
-    }
-  std::printf("calls:\n");
+  std::printf("MATE reference kernels (mate::ops) on the host, checked against naive loops\n");
 
   Tensor a({64, 128}, kF32), b({96, 128}, kF32), out({64, 96}, kF32);
   a.random(rng);
   b.random(rng);
+  auto module = module_source(mate::ops::Kernel::GemmNt, mate::ops::InputType::F32);
   double ms = timed_ms([&] { mate::ops::gemm_nt(&a.dl, &b.dl, &out.dl, 0.5f); });
-  report("gemm_nt f32 [64,128] x [96,128]^T", gemm_error(a, b, out, 0.5f), 1e-4, ms);
+  report("gemm_nt f32 [64,128] x [96,128]^T", module, gemm_error(a, b, out, 0.5f), 1e-4, ms);
 
   Tensor ab({33, 256}, kBF16), bb({40, 256}, kBF16), outb({33, 40}, kF32);
   ab.random(rng);
   bb.random(rng);
+  module = module_source(mate::ops::Kernel::GemmNt, mate::ops::InputType::BF16);
   ms = timed_ms([&] { mate::ops::gemm_nt(&ab.dl, &bb.dl, &outb.dl); });
-  report("gemm_nt bf16 [33,256] x [40,256]^T", gemm_error(ab, bb, outb, 1.0f), 1e-4, ms);
+  report("gemm_nt bf16 [33,256] x [40,256]^T", module, gemm_error(ab, bb, outb, 1.0f), 1e-4, ms);
 
   Tensor x({8, 512}, kBF16), w({512}, kBF16), y({8, 512}, kBF16);
   x.random(rng);
   w.random(rng);
+  module = module_source(mate::ops::Kernel::RmsNorm, mate::ops::InputType::BF16);
   ms = timed_ms([&] { mate::ops::rmsnorm(&x.dl, &w.dl, &y.dl, 1e-6f); });
   double worst = 0;
   for (std::int64_t r = 0; r < 8; ++r) {
@@ -135,7 +142,7 @@ int main() try {
       worst = std::max(worst, std::abs(ref - y.get(r * 512 + i)) / (std::abs(ref) + 1e-3));
     }
   }
-  report("rmsnorm bf16 [8,512] (relative error)", worst, 1.0 / 128, ms);
+  report("rmsnorm bf16 [8,512] (relative error)", module, worst, 1.0 / 128, ms);
 
   // Three experts with 100, 0 and 150 tokens, padded to the M alignment.
   std::vector<std::int64_t> tokens{100, 0, 150};
@@ -145,6 +152,7 @@ int main() try {
   lhs.random(rng);
   rhs.random(rng);
   std::memcpy(idx.bytes.data(), layout.m_indices.data(), layout.m_indices.size() * 4);
+  module = module_source(mate::ops::Kernel::GroupedGemmNt, mate::ops::InputType::BF16);
   ms = timed_ms([&] { mate::ops::m_grouped_gemm_nt_contiguous(&lhs.dl, &rhs.dl, &gout.dl, &idx.dl); });
   worst = 0;
   for (std::int64_t r = 0; r < m_sum; ++r)
@@ -157,7 +165,7 @@ int main() try {
   char what[96];
   std::snprintf(what, sizeof what, "grouped gemm bf16 m_sum %lld (alignment %d)", static_cast<long long>(m_sum),
                 mate::ops::get_mk_alignment_for_contiguous_layout());
-  report(what, worst, 1e-4, ms);
+  report(what, module, worst, 1e-4, ms);
 
   std::printf("%s\n", g_ok ? "all results match" : "MISMATCH: see above");
   return g_ok ? 0 : 1;

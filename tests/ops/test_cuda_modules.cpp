@@ -47,7 +47,9 @@ TEST_P(CudaModule, CompilesWithNvccForArch90AndExportsItsLauncher) {
   EXPECT_THAT(module->path(), HasSubstr("/cuda_9.0/cached_ops/" + spec.name + "/"));
   EXPECT_NE(module->symbol("mate_ops_" + std::string(to_string(kernel))), nullptr);
   EXPECT_NE(module->symbol("mate_ops_cuda_error_string"), nullptr);
-  if (kernel == Kernel::GroupedGemmNt) EXPECT_NE(module->symbol("mate_ops_copy_to_host"), nullptr);
+  if (kernel == Kernel::GroupedGemmNt) {
+    EXPECT_NE(module->symbol("mate_ops_copy_to_host"), nullptr);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKernels, CudaModule,
