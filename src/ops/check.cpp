@@ -31,6 +31,7 @@ const DLTensor& Checker::tensor(const char* arg, const DLTensor* t, int ndim) {
   if (t == nullptr) fail(arg, "is a null pointer (a tensor is required)");
   if (t->ndim != ndim)
     fail(arg, fmt::format("has {} dimensions, shape {} (accepted: {} dimensions)", t->ndim, shape_text(*t), ndim));
+  if (t->shape == nullptr) fail(arg, fmt::format("has {} dimensions but a null shape pointer", ndim));
   for (int i = 0; i < ndim; ++i)
     if (t->shape[i] < 0) fail(arg, fmt::format("has a negative extent in shape {}", shape_text(*t)));
   if (t->dtype.lanes != 1)

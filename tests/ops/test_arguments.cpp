@@ -82,6 +82,12 @@ TEST_F(GemmArgs, MisalignedData) {
                     HasSubstr("is not aligned to its element size of 4 bytes")));
 }
 
+TEST_F(GemmArgs, NullShape) {
+  a.raw().shape = nullptr;
+  EXPECT_EQ(error_of([&] { gemm_nt(a.cdl(), b.cdl(), out.dl()); }),
+            "mate::ops::gemm_nt: argument 'a': has 2 dimensions but a null shape pointer");
+}
+
 TEST_F(GemmArgs, NullDataWithElements) {
   a.raw().data = nullptr;
   EXPECT_EQ(error_of([&] { gemm_nt(a.cdl(), b.cdl(), out.dl()); }),
