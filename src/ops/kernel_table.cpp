@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <tuple>
 
 #include "mate/config.hpp"
@@ -13,7 +14,8 @@ namespace mate::ops::detail {
 
 namespace {
 
-using Key = std::tuple<Kernel, InputType, jit::Toolchain, std::string>;
+// Symbols are string literals of this library: a view keeps the lookup free of allocations.
+using Key = std::tuple<Kernel, InputType, jit::Toolchain, std::string_view>;
 
 std::mutex& table_mutex() {
   static std::mutex m;
