@@ -13,9 +13,9 @@ namespace mate::ops::detail {
 // The toolchain whose kernels run on `placement` (Host or Cuda).
 jit::Toolchain toolchain_for(const Placement& placement);
 
-// The address of `symbol` (a string literal: it is kept as a key) in the module of (kernel, type, toolchain). A module that cannot be
-// resolved is a jit::ModuleError whose message starts with "mate::ops::<function>: " and, for
-// device tensors, says that they need the device module.
+// The address of `symbol` (a string literal: it is kept as a key) in the module of (kernel, type,
+// toolchain). A module that cannot be resolved is a jit::ModuleError whose message starts with
+// "mate::ops::<function>: " and, for device tensors, says that they need the device module.
 void* kernel_symbol(const char* function, Kernel kernel, InputType type, jit::Toolchain toolchain,
                     const char* symbol);
 
