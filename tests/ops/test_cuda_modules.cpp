@@ -2,6 +2,7 @@
 // MATE_CUDA_ARCH_LIST=9.0), export their launchers, and CUDA tensors resolve them under
 // MATE_DRY_RUN=1 without launching. tests/gpu runs them on a GPU against the host kernels.
 #include <optional>
+#include <ostream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -25,6 +26,8 @@ struct CudaCase {
   Kernel kernel;
   InputType type;
 };
+
+void PrintTo(const CudaCase& c, std::ostream* os) { *os << to_string(c.kernel) << " " << to_string(c.type); }
 
 class CudaModule : public ::testing::TestWithParam<CudaCase> {
  protected:

@@ -2,6 +2,7 @@
 // random and edge-case shapes, for f32 and bf16 inputs.
 #include <cmath>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <tuple>
 
@@ -29,6 +30,10 @@ struct GemmCase {
   ScalarType type;
   std::int64_t m, n, k;
 };
+
+void PrintTo(const GemmCase& c, std::ostream* os) {
+  *os << (c.type == ScalarType::F32 ? "f32" : "bf16") << " m=" << c.m << " n=" << c.n << " k=" << c.k;
+}
 
 class GemmNt : public ::testing::TestWithParam<GemmCase> {};
 
@@ -118,6 +123,9 @@ struct NormCase {
   ScalarType type;
   std::int64_t rows, hidden;
 };
+void PrintTo(const NormCase& c, std::ostream* os) {
+  *os << (c.type == ScalarType::F32 ? "f32" : "bf16") << " rows=" << c.rows << " hidden=" << c.hidden;
+}
 class RmsNorm : public ::testing::TestWithParam<NormCase> {};
 
 TEST_P(RmsNorm, MatchesTheNaiveReference) {
