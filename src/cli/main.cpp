@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "mate/config.hpp"
+#include "mate/ops/modules.hpp"
 
 int main(int argc, char** argv) {
   using namespace mate::cli;
@@ -12,6 +13,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1, 1);
   app.fallthrough(false);
   int exit_code = kExitOk;
+  // The reference kernel library's modules, for module-status and aot-build (registered here:
+  // a registration object inside the static library would be dropped by the linker).
+  mate::ops::register_modules();
   add_all_commands(app, exit_code);
 
   try {

@@ -3,6 +3,7 @@
 #   * test_device: the driver backend through the fake driver (both prefixes) and, with a GPU,
 #     RealDriver.* against libcuda.so.1 (which must not be skipped here);
 #   * test_driver_abi: MATE's driver declarations against the toolkit's <cuda.h>;
+#   * gpu_ops_compare: the CUDA reference kernels (mate::ops) against the host kernels;
 #   * gpu_guard_write_past: a CUDA kernel writes one element past a buffer that ends against an
 #     unmapped guard granule; the next synchronization must return CUDA_ERROR_ILLEGAL_ADDRESS.
 # Usage: tests/gpu/run_gpu_tests.sh [BUILD_DIR]   (default: build/gpu)
@@ -36,7 +37,7 @@ fi
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMATE_WERROR=ON \
   -DMATE_BUILD_BENCH=OFF -DCMAKE_CUDA_COMPILER="$nvcc"
-cmake --build "$build" --target test_device test_driver_abi gpu_guard_write_past mate_cli
+cmake --build "$build" --target test_device test_driver_abi gpu_guard_write_past gpu_ops_compare mate_cli
 
 status=0
 echo "== mate version"
@@ -61,6 +62,16 @@ rc=$?
 set -e
 if [ "$rc" -ne 0 ]; then
   echo "FAIL: gpu_guard_write_past exited with $rc (77 = it found no CUDA device)"
+  status=1
+fi
+
+echo "== gpu_ops_compare (CUDA reference kernels against the host kernels)"
+set +e
+MATE_WORKSPACE_BASE="$build/ops_workspace" "$build/tests/gpu/gpu_ops_compare"
+rc=$?
+set -e
+if [ "$rc" -ne 0 ]; then
+  echo "FAIL: gpu_ops_compare exited with $rc (77 = it found no CUDA device)"
   status=1
 fi
 
