@@ -480,6 +480,16 @@ void GuardAllocator::note_unguarded() noexcept {
   table_->stats.unguarded += 1;
 }
 
+void GuardAllocator::prepare_fork() noexcept {
+  table_->scratch_mutex.lock();
+  table_->mutex.lock();
+}
+
+void GuardAllocator::after_fork() noexcept {
+  table_->mutex.unlock();
+  table_->scratch_mutex.unlock();
+}
+
 Stats GuardAllocator::stats() const noexcept {
   std::lock_guard lock(table_->mutex);
   return table_->stats;

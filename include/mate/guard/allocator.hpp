@@ -150,6 +150,10 @@ class GuardAllocator {
   // Counts an allocation the caller served elsewhere because this allocator could not.
   void note_unguarded() noexcept;
   Stats stats() const noexcept;
+  // Holds the allocator's locks across fork() (pthread_atfork prepare / parent / child), so the
+  // child never inherits a lock held by a thread that does not exist there.
+  void prepare_fork() noexcept;
+  void after_fork() noexcept;
 
   const GuardAllocatorConfig& config() const noexcept { return config_; }
   device::Backend& backend() const noexcept { return backend_; }
