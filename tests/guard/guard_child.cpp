@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "mate/core/crash_context.hpp"
 #include "mate/guard/allocator.hpp"
 
 namespace {
@@ -21,6 +22,14 @@ namespace {
 void kernel_touch(std::uintptr_t address) {
   auto* p = reinterpret_cast<volatile unsigned char*>(address);
   *p = static_cast<unsigned char>(~*p);
+}
+
+// What API logging registers in a real program: the call in flight, added to every report.
+std::size_t in_flight(char* buffer, std::size_t cap) noexcept {
+  static const char text[] = "  in flight: guard_child kernel\n";
+  std::size_t n = sizeof text - 1 < cap ? sizeof text - 1 : cap;
+  std::memcpy(buffer, text, n);
+  return n;
 }
 
 }  // namespace
@@ -33,6 +42,7 @@ int main(int argc, char** argv) {
   const std::string backend = argv[1], mode = argv[2], what = argv[4];
   const std::size_t size = std::strtoull(argv[3], nullptr, 10);
 
+  mate::core::register_crash_context(in_flight);
   mate::guard::GuardAllocatorConfig config;
   config.mode = mode == "head" ? mate::guard::Mode::Head : mate::guard::Mode::Tail;
   config.backend = backend == "cu"   ? mate::device::Kind::Cuda

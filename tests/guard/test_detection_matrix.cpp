@@ -51,6 +51,8 @@ TEST_P(DetectionMatrix, ReportNamesKindIdAndOffset) {
   const std::size_t slack_before = mode == "tail" ? mapped - rounded : 0;
   // Died: by the signal, or (under sanitizers, whose handler we chain to) with an error exit.
   const bool died = r.term_signal != 0 || r.exit_code != 0;
+  // Every report carries the crash context other components register (API logging).
+  EXPECT_THAT(r.err, HasSubstr("  in flight: guard_child kernel\n")) << r.err;
   EXPECT_TRUE(died) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("done")));
 
