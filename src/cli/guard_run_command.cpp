@@ -30,6 +30,7 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
   cmd->callback([flags, &exit_code] {
     // Checked here so that a bad value is a usage error before the child starts.
     (void)config::guard_min_bytes();
+    (void)config::guard_quarantine_mb();
     guard::GuardRunOptions options;
     options.mode = flags->mode == "head" ? guard::Mode::Head : guard::Mode::Tail;
     options.sync_on_free = !flags->no_sync_on_free;

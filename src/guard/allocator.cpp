@@ -218,6 +218,10 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   {
     std::lock_guard lock(table_->mutex);
     std::uint32_t index = table_->take_free();
+    if (index != kNoSlot && !table_->index_insert(user, index)) {
+      table_->put_free(index);
+      index = kNoSlot;
+    }
     if (index == kNoSlot) {
       if (mapped != 0) backend_.unmap(mapping, mapped);
       backend_.release(base, reserved);
@@ -243,7 +247,6 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     for (int i = 0; i < frame_count; ++i) s.alloc_frames[i] = frames[i];
     s.next = kNoSlot;
     s.state.store(static_cast<std::uint8_t>(State::Live), std::memory_order_release);
-    table_->index_insert(user, index);
     table_->stats.allocations += 1;
     table_->stats.live += 1;
     table_->stats.live_bytes += size;

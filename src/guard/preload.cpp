@@ -80,6 +80,7 @@ void start() noexcept {
     config.sync_on_free = read(Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE).b;
   config.log_allocations = read(Var::MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS).b;
   g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).i);
+  config.quarantine_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_QUARANTINE_MB).i) << 20;
   g_page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   try {
     g_guard = &mate::guard::install_guard_allocator(config);

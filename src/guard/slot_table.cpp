@@ -39,8 +39,9 @@ SlotTable::SlotTable(std::size_t capacity) : capacity_(capacity) {
   if (capacity == 0 || capacity >= kNoSlot)
     throw GuardError("guard allocator: max_allocations must be between 1 and 2^32-2, got " +
                      std::to_string(capacity));
-  index_capacity_ = 1;
-  while (index_capacity_ < 2 * capacity) index_capacity_ <<= 1;
+  // Starts small: a table sized for max_allocations would be touched all over by the hash and
+  // cost resident memory in every process that makes only a few allocations.
+  index_capacity_ = 1024;
   slots_ = static_cast<Slot*>(map_table(capacity * sizeof(Slot), "allocation table"));
   keys_ = static_cast<std::uintptr_t*>(map_table(index_capacity_ * sizeof(std::uintptr_t), "pointer index"));
   values_ = static_cast<std::uint32_t*>(map_table(index_capacity_ * sizeof(std::uint32_t), "pointer index"));
@@ -73,13 +74,42 @@ void SlotTable::put_free(std::uint32_t index) noexcept {
   free_head_ = index;
 }
 
-void SlotTable::index_insert(std::uintptr_t user, std::uint32_t index) noexcept {
+void SlotTable::grow_index() noexcept {
+  const std::size_t bigger = index_capacity_ * 2;
+  void* k = mmap(nullptr, bigger * sizeof(std::uintptr_t), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* v = mmap(nullptr, bigger * sizeof(std::uint32_t), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (k == MAP_FAILED || v == MAP_FAILED) {
+    // Keep the current table: it still works, only with longer probes (it is never full, as
+    // capacity_ slots need at most capacity_ entries and growth starts at half).
+    if (k != MAP_FAILED) munmap(k, bigger * sizeof(std::uintptr_t));
+    if (v != MAP_FAILED) munmap(v, bigger * sizeof(std::uint32_t));
+    return;
+  }
+  auto* old_keys = keys_;
+  auto* old_values = values_;
+  const std::size_t old_capacity = index_capacity_;
+  keys_ = static_cast<std::uintptr_t*>(k);
+  values_ = static_cast<std::uint32_t*>(v);
+  index_capacity_ = bigger;
+  index_used_ = 0;
+  for (std::size_t i = 0; i < old_capacity; ++i)
+    if (old_values[i] != 0) (void)index_insert(old_keys[i], old_values[i] - 1);
+  munmap(old_keys, old_capacity * sizeof(std::uintptr_t));
+  munmap(old_values, old_capacity * sizeof(std::uint32_t));
+}
+
+bool SlotTable::index_insert(std::uintptr_t user, std::uint32_t index) noexcept {
+  if (2 * (index_used_ + 1) > index_capacity_) grow_index();
+  if (index_used_ + 2 > index_capacity_) return false;  // growth failed; never fill the table
   std::size_t mask = index_capacity_ - 1;
   for (std::size_t i = hash(user) & mask;; i = (i + 1) & mask) {
     if (values_[i] == 0 || keys_[i] == user) {
+      if (values_[i] == 0) ++index_used_;
       keys_[i] = user;
       values_[i] = index + 1;
-      return;
+      return true;
     }
   }
 }
@@ -110,6 +140,7 @@ void SlotTable::index_erase(std::uintptr_t user) noexcept {
   }
   values_[i] = 0;
   keys_[i] = 0;
+  --index_used_;
 }
 
 void SlotTable::quarantine_push(std::uint32_t index) noexcept {

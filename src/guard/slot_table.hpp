@@ -54,7 +54,8 @@ class SlotTable {
   // Under `mutex`:
   std::uint32_t take_free() noexcept;  // kNoSlot when full
   void put_free(std::uint32_t index) noexcept;
-  void index_insert(std::uintptr_t user, std::uint32_t index) noexcept;
+  // False when the index cannot grow (no memory for a bigger table).
+  bool index_insert(std::uintptr_t user, std::uint32_t index) noexcept;
   std::uint32_t index_find(std::uintptr_t user) const noexcept;  // kNoSlot when absent
   void index_erase(std::uintptr_t user) noexcept;
   void quarantine_push(std::uint32_t index) noexcept;
@@ -74,8 +75,11 @@ class SlotTable {
   static constexpr std::size_t kScratchBytes = std::size_t{256} << 10;
 
  private:
+  void grow_index() noexcept;
+
   std::size_t capacity_;
-  std::size_t index_capacity_;  // power of two, >= 2 * capacity
+  std::size_t index_capacity_;  // power of two; grows (mmap + rehash) to stay at most half full
+  std::size_t index_used_ = 0;
   Slot* slots_;
   // Open addressing with linear probing; value = slot index + 1 (0 = empty).
   std::uintptr_t* keys_;

@@ -47,7 +47,7 @@ struct GuardAllocatorConfig {
   // This fields.
   bool backtraces = true;  // capture allocation and free backtraces for reports
   // Address space kept reserved for freed allocations before the oldest is released.
-  std::size_t quarantine_bytes = std::size_t{256} << 20;
+  std::size_t quarantine_bytes = std::size_t{64} << 20;
   // What happens after a canary, double-free or invalid-free report.
   OnCorruption on_corruption = OnCorruption::Abort;
   // Which memory: Host (mmap) or a device driver (process-wide driver backend).

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Alloc+free throughput and peak resident memory of one workload (guard_workload) under glibc
+# malloc, Electric Fence (libefence.so, Debian electric-fence), DUMA (libduma.so, Debian duma)
+# and MATE's guarded allocator (mate guard-run), in one run. Ratios are against glibc.
+#
+#   bash bench/guard/run_guard_bench.sh [build dir] [pairs] [window]
+set -euo pipefail
+build=${1:-build/default}
+pairs=${2:-100000}
+window=${3:-256}
+workload="$build/bench/guard/guard_workload"
+mate="$build/bin/mate"
+find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d/$1" ] && { echo "$d/$1"; return; }; done; }
+efence=$(find_lib libefence.so)
+duma=$(find_lib libduma.so)
+
+run() {  # name, command...
+  local name=$1; shift
+  local line
+  if ! line=$("$@" "$workload" "$pairs" "$window" 2>/dev/null | grep pairs_per_s); then
+    printf '| %s | failed | | | |\n' "$name"; return
+  fi
+  local rate rss
+  rate=$(awk '{print $2}' <<<"$line"); rss=$(awk '{print $4}' <<<"$line")
+  [ -z "${base_rate:-}" ] && { base_rate=$rate; base_rss=$rss; }
+  printf '| %s | %s | %.3f | %s | %.1f |\n' "$name" "$rate" "$(echo "$rate / $base_rate" | bc -l)" \
+    "$rss" "$(echo "$rss / $base_rss" | bc -l)"
+}
+
+echo "workload: $pairs alloc+free pairs, window $window live, sizes 16 B .. 70 KB"
+echo "| allocator | pairs/s | ratio to glibc | peak RSS KiB | RSS ratio to glibc |"
+echo "|---|---:|---:|---:|---:|"
+run "glibc malloc" env
+[ -n "$efence" ] && run "Electric Fence" env LD_PRELOAD="$efence" EF_ALLOW_MALLOC_0=1 || echo "| Electric Fence | not installed (apt-get install electric-fence) | | | |"
+[ -n "$duma" ] && run "DUMA" env LD_PRELOAD="$duma" DUMA_DISABLE_BANNER=1 || echo "| DUMA | not installed (apt-get install duma) | | | |"
+run "MATE guard, tail" "$mate" guard-run --mode tail --
+run "MATE guard, head" "$mate" guard-run --mode head --
