@@ -17,8 +17,10 @@ duma=$(find_lib libduma.so)
 run() {  # name, command...
   local name=$1; shift
   local line
-  if ! line=$("$@" "$workload" "$pairs" "$window" 2>/dev/null | grep pairs_per_s); then
-    printf '| %s | failed | | | |\n' "$name"; return
+  local out
+  out=$("$@" "$workload" "$pairs" "$window" 2>&1 || true)
+  if ! line=$(grep pairs_per_s <<<"$out"); then
+    printf '| %s | failed: %s | | | |\n' "$name" "$(tail -1 <<<"$out" | tr '|' '/')"; return
   fi
   local rate rss
   rate=$(awk '{print $2}' <<<"$line"); rss=$(awk '{print $4}' <<<"$line")
