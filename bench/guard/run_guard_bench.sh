@@ -20,20 +20,26 @@ run() {  # name, command...
   local out
   out=$("$@" "$workload" "$pairs" "$window" 2>&1 || true)
   if ! line=$(grep pairs_per_s <<<"$out"); then
-    printf '| %s | failed: %s | | | |\n' "$name" "$(tail -1 <<<"$out" | tr '|' '/')"; return
+    printf '| %s | failed: %s | | | | | |\n' "$name" "$(tail -1 <<<"$out" | tr '|' '/')"; return
   fi
   local rate rss
   rate=$(awk '{print $2}' <<<"$line"); rss=$(awk '{print $4}' <<<"$line")
   [ -z "${base_rate:-}" ] && { base_rate=$rate; base_rss=$rss; }
-  printf '| %s | %s | %.3f | %s | %.1f |\n' "$name" "$rate" "$(echo "$rate / $base_rate" | bc -l)" \
-    "$rss" "$(echo "$rss / $base_rss" | bc -l)"
+  [ "$name" = "Electric Fence" ] && { ef_rate=$rate; ef_rss=$rss; }
+  local vs_ef_rate="—" vs_ef_rss="—"
+  if [ -n "${ef_rate:-}" ]; then
+    vs_ef_rate=$(printf '%.2f' "$(echo "$rate / $ef_rate" | bc -l)")
+    vs_ef_rss=$(printf '%.2f' "$(echo "$rss / $ef_rss" | bc -l)")
+  fi
+  printf '| %s | %s | %.2g | %s | %s | %.2f | %s |\n' "$name" "$rate" "$(echo "$rate / $base_rate" | bc -l)" \
+    "$vs_ef_rate" "$rss" "$(echo "$rss / $base_rss" | bc -l)" "$vs_ef_rss"
 }
 
 echo "workload: $pairs alloc+free pairs, window $window live, sizes 16 B .. 70 KB"
-echo "| allocator | pairs/s | ratio to glibc | peak RSS KiB | RSS ratio to glibc |"
-echo "|---|---:|---:|---:|---:|"
+echo "| allocator | pairs/s | × glibc | × Electric Fence | peak RSS KiB | RSS × glibc | RSS × Electric Fence |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 run "glibc malloc" env
-[ -n "$efence" ] && run "Electric Fence" env LD_PRELOAD="$efence" EF_ALLOW_MALLOC_0=1 || echo "| Electric Fence | not installed (apt-get install electric-fence) | | | |"
-[ -n "$duma" ] && run "DUMA" env LD_PRELOAD="$duma" DUMA_DISABLE_BANNER=1 || echo "| DUMA | not installed (apt-get install duma) | | | |"
+[ -n "$efence" ] && run "Electric Fence" env LD_PRELOAD="$efence" EF_ALLOW_MALLOC_0=1 || echo "| Electric Fence | not installed (apt-get install electric-fence) | | | | | |"
+[ -n "$duma" ] && run "DUMA" env LD_PRELOAD="$duma" DUMA_DISABLE_BANNER=1 || echo "| DUMA | not installed (apt-get install duma) | | | | | |"
 run "MATE guard, tail" "$mate" guard-run --mode tail --
 run "MATE guard, head" "$mate" guard-run --mode head --

@@ -43,11 +43,13 @@ const char* capture_message(device::Kind kind) noexcept {
 }
 
 // Not inlined, so the frames to skip are exactly this function and the allocator's entry point.
-__attribute__((noinline)) int capture(void** frames, bool enabled) noexcept {
+__attribute__((noinline)) int capture(void** frames, bool enabled, int skip_more) noexcept {
   if (!enabled) return 0;
-  void* raw[kMaxFrames + 2];
-  int n = backtrace(raw, kMaxFrames + 2);
-  int skip = n > 2 ? 2 : 0;
+  constexpr int kRaw = kMaxFrames + 8;
+  void* raw[kRaw];
+  int n = backtrace(raw, kRaw);
+  int skip = 2 + (skip_more > 0 && skip_more <= 6 ? skip_more : 0);
+  if (skip > n) skip = n;
   int kept = n - skip > kMaxFrames ? kMaxFrames : n - skip;
   for (int i = 0; i < kept; ++i) frames[i] = raw[i + skip];
   return kept;
@@ -96,7 +98,7 @@ std::string describe(const GuardAllocatorConfig& c) {
          " backtraces=" + (c.backtraces ? "1" : "0") +
          " quarantine_bytes=" + std::to_string(c.quarantine_bytes) +
          " on_corruption=" + to_string(c.on_corruption) + " backend=" + kind_title(c.backend) +
-         " max_allocations=" + std::to_string(c.max_allocations);
+         " max_allocations=" + std::to_string(c.max_allocations) + " skip_frames=" + std::to_string(c.skip_frames);
 }
 
 GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorConfig& config)
@@ -145,7 +147,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   }
 
   void* frames[kMaxFrames];
-  int frame_count = capture(frames, config_.backtraces);
+  int frame_count = capture(frames, config_.backtraces, config_.skip_frames);
 
   std::uintptr_t base = 0;
   device::Status status = backend_.reserve(reserved, &base);
@@ -337,7 +339,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
     return FreeResult::Capturing;
   }
   void* frames[kMaxFrames];
-  int frame_count = capture(frames, config_.backtraces);
+  int frame_count = capture(frames, config_.backtraces, config_.skip_frames);
 
   Slot copy;
   std::uint32_t index;

@@ -54,6 +54,8 @@ struct GuardAllocatorConfig {
   device::Kind backend = device::Kind::Host;
   // Most allocations tracked at once (live + quarantined); sizes the mmap'd tables.
   std::size_t max_allocations = std::size_t{1} << 20;
+  // Frames of the caller's own wrappers (e.g. an interposed malloc) left out of backtraces.
+  int skip_frames = 0;
 
   bool operator==(const GuardAllocatorConfig&) const = default;
 };
