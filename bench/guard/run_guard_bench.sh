@@ -40,6 +40,9 @@ echo "| allocator | pairs/s | × glibc | × Electric Fence | peak RSS KiB | RSS 
 echo "|---|---:|---:|---:|---:|---:|---:|"
 run "glibc malloc" env
 [ -n "$efence" ] && run "Electric Fence" env LD_PRELOAD="$efence" EF_ALLOW_MALLOC_0=1 || echo "| Electric Fence | not installed (apt-get install electric-fence) | | | | | |"
+# Electric Fence with freed memory kept inaccessible: the use-after-free protection MATE's
+# quarantine gives (EF keeps every freed page; MATE a bounded FIFO).
+[ -n "$efence" ] && run "Electric Fence, EF_PROTECT_FREE=1" env LD_PRELOAD="$efence" EF_ALLOW_MALLOC_0=1 EF_PROTECT_FREE=1
 [ -n "$duma" ] && run "DUMA" env LD_PRELOAD="$duma" DUMA_DISABLE_BANNER=1 || echo "| DUMA | not installed (apt-get install duma) | | | | | |"
 run "MATE guard, tail" "$mate" guard-run --mode tail --
 run "MATE guard, head" "$mate" guard-run --mode head --
