@@ -14,6 +14,8 @@ find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d
 efence=$(find_lib libefence.so)
 duma=$(find_lib libduma.so)
 
+div() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { printf f, a / b }'; }
+
 run() {  # name, command...
   local name=$1; shift
   local line
@@ -28,11 +30,11 @@ run() {  # name, command...
   [ "$name" = "Electric Fence" ] && { ef_rate=$rate; ef_rss=$rss; }
   local vs_ef_rate="—" vs_ef_rss="—"
   if [ -n "${ef_rate:-}" ]; then
-    vs_ef_rate=$(printf '%.2f' "$(echo "$rate / $ef_rate" | bc -l)")
-    vs_ef_rss=$(printf '%.2f' "$(echo "$rss / $ef_rss" | bc -l)")
+    vs_ef_rate=$(div "$rate" "$ef_rate" '%.2f')
+    vs_ef_rss=$(div "$rss" "$ef_rss" '%.2f')
   fi
-  printf '| %s | %s | %.2g | %s | %s | %.2f | %s |\n' "$name" "$rate" "$(echo "$rate / $base_rate" | bc -l)" \
-    "$vs_ef_rate" "$rss" "$(echo "$rss / $base_rss" | bc -l)" "$vs_ef_rss"
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$rate" "$(div "$rate" "$base_rate" '%.2g')" \
+    "$vs_ef_rate" "$rss" "$(div "$rss" "$base_rss" '%.2f')" "$vs_ef_rss"
 }
 
 echo "workload: $pairs alloc+free pairs, window $window live, sizes 16 B .. 70 KB"

@@ -53,7 +53,7 @@ TEST_F(GuardRun, SortBehavesIdentically) {
   }
 }
 
-TEST_F(GuardRun, ForkThreadsAndForeignFrees) {
+TEST_F(GuardRun, ForkAndThreads) {
   // Threads allocating at once, then a fork whose child allocates and exits.
   const char* script =
       "import os, threading\n"
