@@ -192,6 +192,11 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     return {0, AllocError::MappingRefused, "guard allocator: the system refused another mapping"};
   }
 
+  for (std::uintptr_t lo = table_->lowest.load(); base < lo && !table_->lowest.compare_exchange_weak(lo, base);) {
+  }
+  for (std::uintptr_t hi = table_->highest.load();
+       base + reserved > hi && !table_->highest.compare_exchange_weak(hi, base + reserved);) {
+  }
   const std::uintptr_t mapping = base + g;
   std::uintptr_t user = base;  // zero bytes: the start of an unmapped granule
   if (mapped != 0) user = config_.mode == Mode::Tail ? mapping + mapped - rounded : mapping;
@@ -454,6 +459,11 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
 bool GuardAllocator::owns(std::uintptr_t ptr) const noexcept {
   std::lock_guard lock(table_->mutex);
   return table_->index_find(ptr) != kNoSlot;
+}
+
+bool GuardAllocator::may_hold(std::uintptr_t address) const noexcept {
+  return address >= table_->lowest.load(std::memory_order_relaxed) &&
+         address < table_->highest.load(std::memory_order_relaxed);
 }
 
 std::size_t GuardAllocator::size_of(std::uintptr_t ptr) const noexcept {

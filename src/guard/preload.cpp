@@ -7,7 +7,8 @@
 //    starting or working (config parsing, backtrace's first dlopen) are served by the real
 //    allocator, marked by a per-thread "inside" flag;
 //  * pointers the guard does not own (allocated before the preload started, by the real
-//    allocator during bootstrap, or unguarded fallbacks) go back to the real allocator;
+//    allocator during bootstrap, or unguarded fallbacks) go back to the real allocator, except
+//    pointers into a guarded range, which get the guard's invalid-free report;
 //  * fork: the allocator's locks are held across fork (pthread_atfork);
 //  * threads: the allocator is thread-safe; the flag is thread-local (initial-exec TLS, valid in
 //    a library loaded at start-up).
@@ -156,7 +157,23 @@ MATE_EXPORT void free(void* p) noexcept {
   if (p == nullptr) return;
   if (!t_inside && owned(p)) {
     guard_free(p);
+    asm volatile("" ::: "memory");  // no tail call: backtraces skip exactly free's frame
     return;
+  }
+  if (!t_inside && g_state.load(std::memory_order_acquire) == kReady &&
+      g_guard->may_hold(reinterpret_cast<std::uintptr_t>(p))) {
+    // Inside a guarded range but not a pointer the guard returned (free(p + 1)): the guard's
+    // invalid-free report, not glibc's guess from the bytes before it.
+    mate::guard::Description d;
+    {
+      Inside inside;
+      d = g_guard->describe(reinterpret_cast<std::uintptr_t>(p));
+    }
+    if (d.found && !d.outside) {
+      guard_free(p);
+      asm volatile("" ::: "memory");
+      return;
+    }
   }
   __libc_free(p);
 }

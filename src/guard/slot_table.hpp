@@ -69,6 +69,9 @@ class SlotTable {
   Stats stats{};
   std::uint64_t next_id = 1;
   std::atomic<bool> refusal_said{false};
+  // Bounds of every reservation ever made, for GuardAllocator::may_hold().
+  std::atomic<std::uintptr_t> lowest{UINTPTR_MAX};
+  std::atomic<std::uintptr_t> highest{0};
   // Host staging buffer for device canary copies (guarded by scratch_mutex).
   std::mutex scratch_mutex;
   unsigned char* scratch = nullptr;

@@ -99,6 +99,14 @@ TEST_F(GuardRun, TheOtherSideIsCaughtAtFreeWithAdvice) {
   EXPECT_THAT(r.err, HasSubstr("rerun with --mode head"));
 }
 
+TEST_F(GuardRun, FreeOfAPointerIntoABufferIsAnInvalidFree) {
+  auto r = run({MATE_BINARY, "guard-run", "--", MATE_HEAP_BUG, "free_inside"});
+  EXPECT_EQ(r.exit_code, 128 + 6) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mate guard: invalid free of "));
+  EXPECT_THAT(r.err, HasSubstr("it lies 4 bytes after the start of live allocation #"));
+  EXPECT_THAT(r.err, HasSubstr(" of 4000 bytes at ["));
+}
+
 TEST_F(GuardRun, LogAllocationsCorrelatesIds) {
   auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_HEAP_BUG, "past"});
   EXPECT_THAT(r.err, HasSubstr("mate guard: alloc #"));

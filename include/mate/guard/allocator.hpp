@@ -143,6 +143,9 @@ class GuardAllocator {
   FreeResult deallocate(std::uintptr_t ptr, void* stream = nullptr) noexcept;
   // True when `ptr` is a user pointer this allocator returned (live or quarantined).
   bool owns(std::uintptr_t ptr) const noexcept;
+  // False when `address` is outside every range this allocator ever reserved (a cheap test
+  // before describe(), which scans the table).
+  bool may_hold(std::uintptr_t address) const noexcept;
   // Size of the live allocation at `ptr` (0 when not a live user pointer).
   std::size_t size_of(std::uintptr_t ptr) const noexcept;
   // Checks the canaries of every live allocation, reports each corruption; returns the count.
