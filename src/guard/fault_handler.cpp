@@ -3,6 +3,7 @@
 #include "fault_handler.hpp"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -89,7 +90,11 @@ void report(int sig, std::uintptr_t address, const Slot& s, bool outside, const 
     if (freed) w.str("freed ");
     write_allocation(w, s, backend);
     if (outside) w.str(", outside its reservation");
-    w.str("\n  thread ").dec(static_cast<std::uint64_t>(gettid())).chr('\n');
+    w.str("\n  thread ").dec(static_cast<std::uint64_t>(gettid()));
+    // prctl is a plain system call, so the name is safe to read here.
+    char name[17] = {};
+    if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && name[0] != '\0') w.str(" (").str(name).chr(')');
+    w.chr('\n');
   }
   write_frames(kStderr, "allocated", s.alloc_frames, s.alloc_frames_count, s.alloc_tid);
   if (freed) write_frames(kStderr, "freed", s.free_frames, s.free_frames_count, s.free_tid);
