@@ -28,6 +28,7 @@
 
 #include "mate/config.hpp"
 #include "mate/guard/allocator.hpp"
+#include "preload_state.hpp"
 
 extern "C" {
 void* __libc_malloc(size_t);
@@ -45,11 +46,9 @@ mate::guard::GuardAllocator* g_guard = nullptr;
 std::size_t g_min_bytes = 0;
 std::size_t g_page = 4096;
 __attribute__((tls_model("initial-exec"))) thread_local bool t_inside = false;
+mate::guard::GuardAllocatorConfig g_config;
 
-struct Inside {
-  Inside() noexcept { t_inside = true; }
-  ~Inside() { t_inside = false; }
-};
+using mate::guard::preload::Inside;
 
 void fork_prepare() { g_guard->prepare_fork(); }
 void fork_after() { g_guard->after_fork(); }
@@ -84,6 +83,7 @@ void start() noexcept {
   g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).i);
   config.quarantine_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_QUARANTINE_MB).i) << 20;
   g_page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  g_config = config;
   try {
     g_guard = &mate::guard::install_guard_allocator(config);
   } catch (const std::exception& e) {
@@ -143,6 +143,16 @@ void* aligned(std::size_t alignment, std::size_t size) noexcept {
 bool power_of_two(std::size_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
+
+namespace mate::guard::preload {
+
+bool& inside_flag() noexcept { return t_inside; }
+
+const GuardAllocatorConfig* bootstrap_config() noexcept {
+  return g_state.load(std::memory_order_acquire) == kReady ? &g_config : nullptr;
+}
+
+}  // namespace mate::guard::preload
 
 #define MATE_EXPORT extern "C" __attribute__((visibility("default")))
 

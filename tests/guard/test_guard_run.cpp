@@ -107,6 +107,24 @@ TEST_F(GuardRun, FreeOfAPointerIntoABufferIsAnInvalidFree) {
   EXPECT_THAT(r.err, HasSubstr(" of 4000 bytes at ["));
 }
 
+TEST_F(GuardRun, DeviceAllocationsThroughTheFakeDriverAreGuarded) {
+  mate::testing::RunOptions options;
+  options.env["MATE_FAKE_DRIVER_PATH"] = MATE_FAKE_DRIVER_LIBRARY;
+  auto ok = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_DEVICE_ALLOC_CHILD, "ok"}, options);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("done"));
+  EXPECT_THAT(ok.err, HasSubstr(" size 1000 mode tail cuda guard ["));
+  EXPECT_THAT(ok.err, HasSubstr(" size 500 mode tail cuda guard ["));
+  EXPECT_THAT(ok.err, HasSubstr("size 1000 canary intact"));
+  auto bad = run({MATE_BINARY, "guard-run", "--", MATE_DEVICE_ALLOC_CHILD, "overflow"}, options);
+  EXPECT_EQ(bad.exit_code, 128 + 11) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("mate guard: overflow: SIGSEGV on a write to "));
+  EXPECT_THAT(bad.err, HasSubstr("24 bytes past the end of allocation #1 of 1000 bytes"));
+  EXPECT_THAT(bad.err, HasSubstr("(tail mode, cuda memory"));
+  // Without guard-run the program finds no device entry points at all here (no toolkit).
+  EXPECT_EQ(run({MATE_DEVICE_ALLOC_CHILD, "ok"}).exit_code, 3);
+}
+
 TEST_F(GuardRun, LogAllocationsCorrelatesIds) {
   auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_HEAP_BUG, "past"});
   EXPECT_THAT(r.err, HasSubstr("mate guard: alloc #"));
