@@ -1,0 +1,30 @@
+// A heap bug for `mate guard-run` to catch (docs/guard-allocator.md):
+//   mate guard-run --mode tail -- guard_heap_bug past    writes one element past the end
+//   mate guard-run --mode head -- guard_heap_bug before  writes one element before the start
+//   mate guard-run -- guard_heap_bug free_inside           frees a pointer into the buffer
+// Without the guard the program usually "works" and prints a wrong checksum or nothing at all.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+int main(int argc, char** argv) {
+  const bool before = argc > 1 && std::strcmp(argv[1], "before") == 0;
+  const bool free_inside = argc > 1 && std::strcmp(argv[1], "free_inside") == 0;
+  const int count = 1000;
+  int* values = static_cast<int*>(std::malloc(count * sizeof(int)));
+  if (values == nullptr) return 1;
+  for (int i = 0; i < count; ++i) values[i] = i;
+  // The bug: an off-by-one loop bound (or a negative index).
+  if (free_inside) {
+    int* volatile inside = values + 1;  // volatile: the compiler would refuse the obvious bug
+    std::free(inside);                   // the bug: not the pointer malloc returned
+    return 0;
+  }
+  volatile int index = before ? -1 : count;
+  values[index] = 42;
+  long sum = 0;
+  for (int i = 0; i < count; ++i) sum += values[i];
+  std::printf("sum %ld\n", sum);
+  std::free(values);
+  return 0;
+}

@@ -1,0 +1,192 @@
+// mate/guard/allocator.hpp — the guarded allocator: every allocation in its own mapping, one
+// side against an unmapped guard region, the other side filled with canary bytes.
+//
+// The allocator core works on any mate::device::Backend (host memory through mmap/mprotect,
+// CUDA/MUSA device memory through the driver's virtual-memory API), so host and device share
+// placement, canaries, quarantine, lookup and reports. See docs/guard-allocator.md.
+//
+// Placement (G = backend granularity, A = alignment, n = size, R = n rounded up to A, D = R
+// rounded up to G): each allocation reserves [guard G][mapping D][guard G].
+//  * tail mode: the user pointer is mapping_end - R, so R ends exactly at the trailing guard;
+//    the bytes before the pointer and between n and R are canary.
+//  * head mode: the user pointer is the mapping's start, right after the leading guard; the
+//    bytes after n are canary and the trailing guard catches large overruns.
+//  * n == 0: a unique pointer into a reservation that is never mapped (any access faults).
+// Freed ranges are unmapped and stay reserved in a FIFO quarantine bounded by an address-space
+// budget, so stale pointers fault as use-after-free.
+//
+// Contract:
+//  * allocate()/deallocate() never throw and never call malloc: metadata lives in mmap'd
+//    tables of fixed capacity, so the allocator can serve a malloc interposer.
+//  * Thread-safe. Reports go to stderr (fd 2) with write(2).
+//  * A guard or quarantine fault (SIGSEGV/SIGBUS) is reported by a handler chained to the
+//    previous one; the process then dies of the original signal.
+//  * install_guard_allocator() creates the process-wide allocator; it throws GuardError.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "mate/device/backend.hpp"
+
+namespace mate::guard {
+
+enum class Mode : std::uint8_t { Tail, Head };
+enum class OnCorruption : std::uint8_t { Abort, Continue };
+
+const char* to_string(Mode mode) noexcept;
+const char* to_string(OnCorruption action) noexcept;
+
+struct GuardAllocatorConfig {
+  // The seed's fields.
+  Mode mode = Mode::Tail;
+  bool sync_on_free = true;      // backend.synchronize() before checking canaries at free
+  bool log_allocations = false;  // one line per alloc/free on stderr
+  // This issue's fields.
+  bool backtraces = true;  // capture allocation and free backtraces for reports
+  // Address space kept reserved for freed allocations before the oldest is released.
+  std::size_t quarantine_bytes = std::size_t{64} << 20;
+  // What happens after a canary, double-free or invalid-free report.
+  OnCorruption on_corruption = OnCorruption::Abort;
+  // Which memory: Host (mmap) or a device driver (process-wide driver backend).
+  device::Kind backend = device::Kind::Host;
+  // Most allocations tracked at once (live + quarantined); sizes the mmap'd tables.
+  std::size_t max_allocations = std::size_t{1} << 20;
+  // Frames of the caller's own wrappers (e.g. an interposed malloc) left out of backtraces.
+  int skip_frames = 0;
+
+  bool operator==(const GuardAllocatorConfig&) const = default;
+};
+
+// "mode=tail sync_on_free=1 log_allocations=0 ..." for messages.
+std::string describe(const GuardAllocatorConfig& config);
+
+class GuardError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class AllocError : std::uint8_t {
+  None,
+  BadAlignment,    // not a power of two
+  TooLarge,        // size overflows the placement arithmetic
+  MappingRefused,  // the system refused another mapping (said once, with the remedy)
+  TableFull,       // max_allocations reached
+  Capturing,       // the stream is being captured into a graph
+  BackendError,
+};
+
+struct AllocResult {
+  std::uintptr_t ptr = 0;
+  AllocError error = AllocError::None;
+  const char* message = nullptr;  // static text when error != None
+  explicit operator bool() const noexcept { return error == AllocError::None; }
+};
+
+enum class FreeResult : std::uint8_t { Ok, CanaryCorrupted, DoubleFree, InvalidFree, Capturing };
+
+struct Stats {
+  std::uint64_t allocations = 0;  // served, guarded
+  std::uint64_t frees = 0;
+  std::uint64_t live = 0;
+  std::uint64_t live_bytes = 0;         // user bytes
+  std::uint64_t quarantined = 0;
+  std::uint64_t quarantined_bytes = 0;  // reserved address space
+  std::uint64_t unguarded = 0;          // fallbacks counted by note_unguarded()
+  std::uint64_t canary_failures = 0;
+  std::uint64_t double_frees = 0;
+  std::uint64_t invalid_frees = 0;
+};
+
+enum class State : std::uint8_t { None, Live, Quarantined };
+// Where an address lies relative to an allocation.
+enum class Relation : std::uint8_t {
+  Inside,       // within [user, user + size)
+  BeforeStart,  // underrun: offset = bytes before the start (>= 1)
+  PastEnd,      // overflow: offset = bytes past the end (0 = the first byte after it)
+};
+
+struct Description {
+  bool found = false;
+  std::uint64_t id = 0;
+  std::uintptr_t user = 0;
+  std::size_t size = 0;
+  std::uintptr_t reservation = 0;  // [reservation, reservation + reserved)
+  std::size_t reserved = 0;
+  std::uintptr_t mapping = 0;  // [mapping, mapping + mapped): the accessible part while live
+  std::size_t mapped = 0;
+  Mode mode = Mode::Tail;
+  State state = State::None;
+  Relation relation = Relation::Inside;
+  std::size_t offset = 0;  // see Relation
+  bool outside = false;     // beyond the reservation (a wild address within a granule of it)
+};
+
+class SlotTable;
+
+class GuardAllocator {
+ public:
+  // Uses `backend` for memory (not owned; must outlive the allocator). Throws GuardError when
+  // the metadata tables cannot be mapped.
+  GuardAllocator(device::Backend& backend, const GuardAllocatorConfig& config);
+  ~GuardAllocator();
+  GuardAllocator(const GuardAllocator&) = delete;
+  GuardAllocator& operator=(const GuardAllocator&) = delete;
+
+  // alignment 0 = the backend's default (16 host, 256 device). `stream` is checked for graph
+  // capture (nullptr: the legacy stream).
+  AllocResult allocate(std::size_t size, std::size_t alignment = 0, void* stream = nullptr) noexcept;
+  // Frees a pointer from allocate(). Canary corruption, double and invalid frees are reported
+  // and then abort unless config.on_corruption is Continue.
+  FreeResult deallocate(std::uintptr_t ptr, void* stream = nullptr) noexcept;
+  // True when `ptr` is a user pointer this allocator returned (live or quarantined).
+  bool owns(std::uintptr_t ptr) const noexcept;
+  // False when `address` is outside every range this allocator ever reserved (a cheap test
+  // before describe(), which scans the table).
+  bool may_hold(std::uintptr_t address) const noexcept;
+  // Size of the live allocation at `ptr` (0 when not a live user pointer).
+  std::size_t size_of(std::uintptr_t ptr) const noexcept;
+  // Checks the canaries of every live allocation, reports each corruption; returns the count.
+  std::size_t check_all() noexcept;
+  // Which allocation `address` belongs to or is nearest (live or quarantined).
+  Description describe(std::uintptr_t address) const noexcept;
+  // Counts an allocation the caller served elsewhere because this allocator could not.
+  void note_unguarded() noexcept;
+  Stats stats() const noexcept;
+  // Holds the allocator's locks across fork() (pthread_atfork prepare / parent / child), so the
+  // child never inherits a lock held by a thread that does not exist there.
+  void prepare_fork() noexcept;
+  void after_fork() noexcept;
+
+  const GuardAllocatorConfig& config() const noexcept { return config_; }
+  device::Backend& backend() const noexcept { return backend_; }
+
+ private:
+  device::Backend& backend_;
+  GuardAllocatorConfig config_;
+  SlotTable* table_;
+};
+
+// Writes describe(address)'s answer as one line to `fd` (async-signal-safe).
+void write_description(int fd, const Description& d, const char* backend_name) noexcept;
+
+// ---- The process-wide allocator ----
+
+// Installs the process-wide guarded allocator for config.backend. Repeated installs with the
+// same config return the same allocator; a different config throws GuardError naming both.
+// Throws "Guard allocator must be installed before the first <host|CUDA|MUSA> allocation in the
+// process" when note_backend_allocation() was called for that backend before, and GuardError
+// when the device backend is unavailable (with the reason).
+GuardAllocator& install_guard_allocator(const GuardAllocatorConfig& config = {});
+// The installed allocator for `kind`, or nullptr.
+GuardAllocator* installed_guard_allocator(device::Kind kind = device::Kind::Host) noexcept;
+// Records that MATE served an unguarded allocation of `kind` (e.g. a framework hook that ran
+// before any install), so a later install is refused as the seed says.
+void note_backend_allocation(device::Kind kind) noexcept;
+
+// describe() over every guarded allocator in the process (host and device).
+Description describe(std::uintptr_t address) noexcept;
+
+}  // namespace mate::guard

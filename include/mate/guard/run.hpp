@@ -1,0 +1,32 @@
+// mate/guard/run.hpp — running a program with the guarded allocator preloaded (`mate guard-run`).
+//
+// The child gets LD_PRELOAD=libmate_guard_preload.so (prepended to any existing LD_PRELOAD), the
+// internal bootstrap variables MATE_GUARD_ALLOCATOR_AUTO_INSTALL/_MODE/_SYNC_ON_FREE/
+// _LOG_ALLOCATIONS, and PYTORCH_NO_CUDA_MEMORY_CACHING=1 unless already set (a caching allocator
+// would hide per-tensor boundaries). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the parent are
+// passed to the child.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mate/guard/allocator.hpp"
+
+namespace mate::guard {
+
+struct GuardRunOptions {
+  Mode mode = Mode::Tail;
+  bool sync_on_free = true;
+  bool log_allocations = false;
+};
+
+// The preload library next to this program (build tree or installed tree). Throws GuardError
+// naming the places looked in when it is missing.
+std::string preload_library_path();
+
+// Runs argv[0] (searched on PATH) with the allocator preloaded and waits for it. Returns the
+// child's exit status, 128+N when signal N ended it, 127 when it could not be started (with a
+// message on stderr).
+int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& options);
+
+}  // namespace mate::guard

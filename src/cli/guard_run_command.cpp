@@ -1,0 +1,46 @@
+// `mate guard-run [--mode tail|head] [--log-allocations] [--no-sync-on-free] -- CMD ARGS...`:
+// runs CMD with the guarded allocator installed before its first allocation.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "mate/config.hpp"
+#include "mate/guard/run.hpp"
+
+namespace mate::cli {
+
+namespace {
+
+void add_guard_run_command(CLI::App& app, int& exit_code) {
+  struct Flags {
+    std::string mode = "tail";
+    bool log_allocations = false;
+    bool no_sync_on_free = false;
+    std::vector<std::string> command;
+  };
+  auto flags = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "guard-run", "Run a program with the guarded allocator: overruns, underruns and use-after-free fault at once");
+  cmd->add_option("--mode", flags->mode, "Which side faults at once: tail (overruns) or head (underruns)")
+      ->check(CLI::IsMember({"tail", "head"}));
+  cmd->add_flag("--log-allocations", flags->log_allocations, "One line per guarded alloc/free on stderr");
+  cmd->add_flag("--no-sync-on-free", flags->no_sync_on_free, "Do not synchronize the device before checking canaries");
+  cmd->add_option("command", flags->command, "The program and its arguments, after --")->required()->expected(-1);
+  cmd->callback([flags, &exit_code] {
+    // Checked here so that a bad value is a usage error before the child starts.
+    (void)config::guard_min_bytes();
+    (void)config::guard_quarantine_mb();
+    guard::GuardRunOptions options;
+    options.mode = flags->mode == "head" ? guard::Mode::Head : guard::Mode::Tail;
+    options.sync_on_free = !flags->no_sync_on_free;
+    options.log_allocations = flags->log_allocations;
+    exit_code = guard::run_guarded(flags->command, options);
+  });
+}
+
+}  // namespace
+
+MATE_CLI_COMMAND(20, add_guard_run_command);
+
+}  // namespace mate::cli

@@ -1,0 +1,513 @@
+// The allocator core: placement, canaries, quarantine, free-time checks. Platform work goes
+// through device::Backend; metadata through SlotTable; text through ReportWriter.
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "canary.hpp"
+#include "fault_handler.hpp"
+#include "mate/core/crash_context.hpp"
+#include "report.hpp"
+#include "slot_table.hpp"
+
+namespace mate::guard {
+
+namespace {
+
+constexpr int kStderr = 2;
+
+bool is_power_of_two(std::size_t v) noexcept { return v != 0 && (v & (v - 1)) == 0; }
+
+// round_up(v, a) for a power of two a; false on overflow.
+bool round_up(std::size_t v, std::size_t a, std::size_t* out) noexcept {
+  if (v > SIZE_MAX - (a - 1)) return false;
+  *out = (v + a - 1) & ~(a - 1);
+  return true;
+}
+
+const char* kind_title(device::Kind kind) noexcept {
+  switch (kind) {
+    case device::Kind::Host: return "host";
+    case device::Kind::Cuda: return "CUDA";
+    case device::Kind::Musa: return "MUSA";
+  }
+  return "?";
+}
+
+const char* capture_message(device::Kind kind) noexcept {
+  return kind == device::Kind::Musa ? "guard allocator debug mode does not support MUSA graph capture"
+                                    : "guard allocator debug mode does not support CUDA graph capture";
+}
+
+// Not inlined, so the frames to skip are exactly this function and the allocator's entry point.
+__attribute__((noinline)) int capture(void** frames, bool enabled, int skip_more) noexcept {
+  if (!enabled) return 0;
+  constexpr int kRaw = kMaxFrames + 8;
+  void* raw[kRaw];
+  int n = backtrace(raw, kRaw);
+  int skip = 2 + (skip_more > 0 && skip_more <= 6 ? skip_more : 0);
+  if (skip > n) skip = n;
+  int kept = n - skip > kMaxFrames ? kMaxFrames : n - skip;
+  for (int i = 0; i < kept; ++i) frames[i] = raw[i + skip];
+  return kept;
+}
+
+// The canary ranges of a live allocation: before the user pointer and after its end.
+struct CanaryRanges {
+  std::uintptr_t before = 0;
+  std::size_t before_bytes = 0;
+  std::uintptr_t after = 0;
+  std::size_t after_bytes = 0;
+};
+
+CanaryRanges canary_ranges(const Slot& s) noexcept {
+  CanaryRanges r;
+  if (s.mapped == 0) return r;
+  r.before = s.mapping;
+  r.before_bytes = s.user - s.mapping;
+  r.after = s.user + s.size;
+  r.after_bytes = s.mapping + s.mapped - r.after;
+  return r;
+}
+
+void write_status(ReportWriter& w, device::Status status) noexcept {
+  w.str(status.what != nullptr ? status.what : "backend call").str(" failed (error ").sdec(status.code);
+  if (status.code == ENOMEM) w.str(", ENOMEM");
+  w.chr(')');
+}
+
+// One canary report; returns true when a side was corrupted.
+struct SideResult {
+  CanaryCheck check;
+  device::Status status;
+};
+
+}  // namespace
+
+const char* to_string(Mode mode) noexcept { return mode == Mode::Tail ? "tail" : "head"; }
+const char* to_string(OnCorruption action) noexcept {
+  return action == OnCorruption::Abort ? "abort" : "continue";
+}
+
+std::string describe(const GuardAllocatorConfig& c) {
+  return std::string("mode=") + to_string(c.mode) + " sync_on_free=" + (c.sync_on_free ? "1" : "0") +
+         " log_allocations=" + (c.log_allocations ? "1" : "0") +
+         " backtraces=" + (c.backtraces ? "1" : "0") +
+         " quarantine_bytes=" + std::to_string(c.quarantine_bytes) +
+         " on_corruption=" + to_string(c.on_corruption) + " backend=" + kind_title(c.backend) +
+         " max_allocations=" + std::to_string(c.max_allocations) + " skip_frames=" + std::to_string(c.skip_frames);
+}
+
+GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorConfig& config)
+    : backend_(backend), config_(config), table_(nullptr) {
+  if (!is_power_of_two(backend.granularity()) || !is_power_of_two(backend.default_alignment()))
+    throw GuardError(std::string("guard allocator: backend ") + backend.name() +
+                     " reports a granularity or alignment that is not a power of two");
+  table_ = new SlotTable(config.max_allocations);
+  register_allocator(this, table_);
+  install_fault_handler();
+}
+
+GuardAllocator::~GuardAllocator() {
+  unregister_allocator(this);
+  // Give every reservation back: live ones too (the owner is going away).
+  for (std::uint32_t i = 0; i < table_->high_water(); ++i) {
+    Slot& s = table_->slot(i);
+    auto state = static_cast<State>(s.state.load());
+    if (state == State::None) continue;
+    if (state == State::Live && s.mapped != 0) backend_.unmap(s.mapping, s.mapped);
+    backend_.release(s.reservation, s.reserved);
+  }
+  delete table_;
+}
+
+AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, void* stream) noexcept {
+  const std::size_t g = backend_.granularity();
+  std::size_t a = alignment == 0 ? backend_.default_alignment() : alignment;
+  if (!is_power_of_two(a))
+    return {0, AllocError::BadAlignment, "guard allocator: alignment must be a power of two"};
+  if (a > g)
+    return {0, AllocError::BadAlignment,
+            "guard allocator: alignment larger than the backend granularity is not supported"};
+  bool capturing = false;
+  if (backend_.kind() != device::Kind::Host && backend_.is_capturing(stream, &capturing).ok() && capturing)
+    return {0, AllocError::Capturing, capture_message(backend_.kind())};
+
+  // Placement (see the header): [guard g][mapping d][guard g], or one unmapped granule for 0.
+  std::size_t rounded = 0, mapped = 0, reserved = 0;
+  if (size == 0) {
+    reserved = g;
+  } else if (!round_up(size, a, &rounded) || !round_up(rounded, g, &mapped) || mapped > SIZE_MAX - 2 * g) {
+    return {0, AllocError::TooLarge, "guard allocator: size too large"};
+  } else {
+    reserved = mapped + 2 * g;
+  }
+
+  void* frames[kMaxFrames];
+  int frame_count = capture(frames, config_.backtraces, config_.skip_frames);
+
+  std::uintptr_t base = 0;
+  device::Status status = backend_.reserve(reserved, &base);
+  if (status.ok() && mapped != 0) {
+    status = backend_.map(base + g, mapped);
+    if (!status.ok()) backend_.release(base, reserved);
+  }
+  if (!status.ok()) {
+    // Freeing the quarantine gives back mappings; one retry before giving up.
+    std::size_t released = 0;
+    {
+      std::lock_guard lock(table_->mutex);
+      for (std::uint32_t i; (i = table_->quarantine_pop()) != kNoSlot; ++released) {
+        Slot& s = table_->slot(i);
+        backend_.release(s.reservation, s.reserved);
+        table_->stats.quarantined -= 1;
+        table_->stats.quarantined_bytes -= s.reserved;
+        table_->index_erase(s.user);
+        table_->put_free(i);
+      }
+    }
+    if (released > 0) {
+      status = backend_.reserve(reserved, &base);
+      if (status.ok() && mapped != 0) {
+        status = backend_.map(base + g, mapped);
+        if (!status.ok()) backend_.release(base, reserved);
+      }
+    }
+  }
+  if (!status.ok()) {
+    if (!table_->refusal_said.exchange(true)) {
+      Stats st = stats();
+      ReportWriter w(kStderr);
+      w.str("mate guard: the system refused another mapping: ");
+      write_status(w, status);
+      w.str(", with ").dec(st.live).str(" guarded allocations live. Each guarded allocation needs its own "
+                                       "mappings (up to 3 memory map entries on the host). Remedy: raise the "
+                                       "limit (sudo sysctl -w vm.max_map_count=1048576), or guard fewer "
+                                       "allocations (MATE_GUARD_MIN_BYTES). Allocations that cannot be "
+                                       "mapped are not guarded from now on; this is said once.\n");
+    }
+    return {0, AllocError::MappingRefused, "guard allocator: the system refused another mapping"};
+  }
+
+  for (std::uintptr_t lo = table_->lowest.load(); base < lo && !table_->lowest.compare_exchange_weak(lo, base);) {
+  }
+  for (std::uintptr_t hi = table_->highest.load();
+       base + reserved > hi && !table_->highest.compare_exchange_weak(hi, base + reserved);) {
+  }
+  const std::uintptr_t mapping = base + g;
+  std::uintptr_t user = base;  // zero bytes: the start of an unmapped granule
+  if (mapped != 0) user = config_.mode == Mode::Tail ? mapping + mapped - rounded : mapping;
+
+  Slot probe{};
+  probe.mapping = mapping;
+  probe.mapped = mapped;
+  probe.user = user;
+  probe.size = size;
+  CanaryRanges ranges = canary_ranges(probe);
+  if (mapped != 0) {
+    std::unique_lock<std::mutex> scratch_lock(table_->scratch_mutex, std::defer_lock);
+    if (backend_.kind() != device::Kind::Host) scratch_lock.lock();
+    device::Status s1 = write_canary(backend_, ranges.before, ranges.before_bytes, table_->scratch,
+                                     SlotTable::kScratchBytes);
+    device::Status s2 = write_canary(backend_, ranges.after, ranges.after_bytes, table_->scratch,
+                                     SlotTable::kScratchBytes);
+    if (!s1.ok() || !s2.ok()) {
+      backend_.unmap(mapping, mapped);
+      backend_.release(base, reserved);
+      return {0, AllocError::BackendError, "guard allocator: writing the canary failed"};
+    }
+  }
+
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lock(table_->mutex);
+    std::uint32_t index = table_->take_free();
+    if (index != kNoSlot && !table_->index_insert(user, index)) {
+      table_->put_free(index);
+      index = kNoSlot;
+    }
+    if (index == kNoSlot) {
+      if (mapped != 0) backend_.unmap(mapping, mapped);
+      backend_.release(base, reserved);
+      return {0, AllocError::TableFull,
+              "guard allocator: max_allocations reached (live + quarantined); raise it or lower the "
+              "quarantine"};
+    }
+    Slot& s = table_->slot(index);
+    id = table_->next_id++;
+    s.id = id;
+    s.reservation = base;
+    s.reserved = reserved;
+    s.mapping = mapping;
+    s.mapped = mapped;
+    s.user = user;
+    s.size = size;
+    s.rounded = rounded;
+    s.mode = config_.mode;
+    s.alloc_tid = gettid();
+    s.free_tid = 0;
+    s.alloc_frames_count = static_cast<std::uint8_t>(frame_count);
+    s.free_frames_count = 0;
+    for (int i = 0; i < frame_count; ++i) s.alloc_frames[i] = frames[i];
+    s.next = kNoSlot;
+    s.state.store(static_cast<std::uint8_t>(State::Live), std::memory_order_release);
+    table_->stats.allocations += 1;
+    table_->stats.live += 1;
+    table_->stats.live_bytes += size;
+  }
+  if (config_.log_allocations) {
+    ReportWriter w(kStderr);
+    w.str("mate guard: alloc #").dec(id).str(" user ");
+    write_range(w, user, size);
+    w.str(" size ").dec(size).str(" mode ").str(to_string(config_.mode)).str(" ").str(backend_.name()).str(" guard ");
+    if (mapped == 0) {
+      write_range(w, base, reserved);
+    } else if (config_.mode == Mode::Tail) {
+      write_range(w, mapping + mapped, g);
+    } else {
+      write_range(w, base, g);
+    }
+    w.chr('\n');
+  }
+  return {user, AllocError::None, nullptr};
+}
+
+namespace {
+
+// Writes a canary corruption report for one side.
+void report_canary(const Slot& s, const char* backend, bool before, std::size_t canary_bytes,
+                   const CanaryCheck& c, const char* when) noexcept {
+  {
+    ReportWriter w(kStderr);
+    w.str("mate guard: canary corrupted ").str(when).str(": ");
+    write_allocation(w, s, backend);
+    w.str("\n  side: ").str(before ? "before the start (underrun)" : "past the end (overflow)");
+    w.str("\n  first corrupted byte: ");
+    if (before) {
+      w.dec(s.user - c.first).str(" bytes before the start (offset -").dec(s.user - c.first).chr(')');
+    } else {
+      w.dec(c.first - (s.user + s.size)).str(" bytes past the end (offset ").dec(c.first - s.user).chr(')');
+    }
+    w.str("\n  corrupted bytes: ").dec(c.differing).str(" of ").dec(canary_bytes).str(" canary bytes");
+    w.str("\n  expected:");
+    for (int i = 0; i < c.shown; ++i) w.chr(' ').byte(c.expected[i]);
+    w.str("\n  found:   ");
+    for (int i = 0; i < c.shown; ++i) w.chr(' ').byte(c.found[i]);
+    w.str("\n  next: the ").str(to_string(s.mode)).str(" mode guard region did not see this access; rerun with "
+                                                       "--mode ").str(to_string(other_mode(s.mode)));
+    w.str(" to fault at the first invalid access");
+    if (!before && s.mode == Mode::Tail)
+      w.str(" (in tail mode only the alignment padding after the end is canary)");
+    w.chr('\n');
+  }
+  write_frames(kStderr, "allocated", s.alloc_frames, s.alloc_frames_count, s.alloc_tid);
+  core::write_crash_context(kStderr);
+}
+
+// Checks both canary sides of `s`, reporting each corruption; returns the number of bad sides.
+int check_slot(device::Backend& backend, SlotTable& table, const Slot& s, const char* when) noexcept {
+  if (s.mapped == 0) return 0;
+  CanaryRanges r = canary_ranges(s);
+  CanaryCheck before, after;
+  {
+    std::unique_lock<std::mutex> scratch_lock(table.scratch_mutex, std::defer_lock);
+    if (backend.kind() != device::Kind::Host) scratch_lock.lock();
+    check_canary(backend, r.before, r.before_bytes, table.scratch, SlotTable::kScratchBytes, &before);
+    check_canary(backend, r.after, r.after_bytes, table.scratch, SlotTable::kScratchBytes, &after);
+  }
+  int bad = 0;
+  if (before.differing > 0) {
+    report_canary(s, backend.name(), true, r.before_bytes, before, when);
+    ++bad;
+  }
+  if (after.differing > 0) {
+    report_canary(s, backend.name(), false, r.after_bytes, after, when);
+    ++bad;
+  }
+  return bad;
+}
+
+[[noreturn]] void stop() noexcept {
+  ReportWriter(kStderr).str("mate guard: aborting (on_corruption=abort)\n");
+  std::abort();
+}
+
+}  // namespace
+
+FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept {
+  bool capturing = false;
+  if (backend_.kind() != device::Kind::Host && backend_.is_capturing(stream, &capturing).ok() && capturing) {
+    ReportWriter(kStderr).str("mate guard: ").str(capture_message(backend_.kind())).chr('\n');
+    return FreeResult::Capturing;
+  }
+  void* frames[kMaxFrames];
+  int frame_count = capture(frames, config_.backtraces, config_.skip_frames);
+
+  Slot copy;
+  std::uint32_t index;
+  {
+    std::lock_guard lock(table_->mutex);
+    index = table_->index_find(ptr);
+    if (index != kNoSlot && static_cast<State>(table_->slot(index).state.load()) == State::Live) {
+      Slot& s = table_->slot(index);
+      // Marked freed at once, so a racing second free of the same pointer is a double free.
+      s.state.store(static_cast<std::uint8_t>(State::Quarantined), std::memory_order_release);
+      s.free_tid = gettid();
+      s.free_frames_count = static_cast<std::uint8_t>(frame_count);
+      for (int i = 0; i < frame_count; ++i) s.free_frames[i] = frames[i];
+      copy.id = s.id;
+      copy.reservation = s.reservation;
+      copy.reserved = s.reserved;
+      copy.mapping = s.mapping;
+      copy.mapped = s.mapped;
+      copy.user = s.user;
+      copy.size = s.size;
+      copy.rounded = s.rounded;
+      copy.mode = s.mode;
+      copy.alloc_tid = s.alloc_tid;
+      copy.alloc_frames_count = s.alloc_frames_count;
+      for (int i = 0; i < s.alloc_frames_count; ++i) copy.alloc_frames[i] = s.alloc_frames[i];
+    } else if (index != kNoSlot) {
+      table_->stats.double_frees += 1;
+      const Slot& s = table_->slot(index);
+      {
+        ReportWriter w(kStderr);
+        w.str("mate guard: double free of ").hex(ptr).str(": ");
+        write_allocation(w, s, backend_.name());
+        w.str(" was already freed\n");
+      }
+      write_frames(kStderr, "this free, called", frames, frame_count, gettid());
+      write_frames(kStderr, "first freed", s.free_frames, s.free_frames_count, s.free_tid);
+      write_frames(kStderr, "allocated", s.alloc_frames, s.alloc_frames_count, s.alloc_tid);
+      core::write_crash_context(kStderr);
+      if (config_.on_corruption == OnCorruption::Abort) stop();
+      return FreeResult::DoubleFree;
+    }
+  }
+  if (index == kNoSlot) {
+    {
+      std::lock_guard lock(table_->mutex);
+      table_->stats.invalid_frees += 1;
+    }
+    Description d = describe(ptr);
+    {
+      ReportWriter w(kStderr);
+      w.str("mate guard: invalid free of ").hex(ptr).str(": not a pointer this allocator returned");
+      if (d.found) {
+        w.str("; it lies ");
+        if (d.relation == Relation::Inside) {
+          w.dec(d.offset).str(" bytes after the start of ");
+        } else if (d.relation == Relation::BeforeStart) {
+          w.dec(d.offset).str(" bytes before the start of ");
+        } else {
+          w.dec(d.offset).str(" bytes past the end of ");
+        }
+        w.str(d.state == State::Live ? "live" : "freed").str(" allocation #").dec(d.id).str(" of ").dec(d.size)
+            .str(" bytes at ");
+        write_range(w, d.user, d.size);
+      }
+      w.chr('\n');
+    }
+    write_frames(kStderr, "freed", frames, frame_count, gettid());
+    core::write_crash_context(kStderr);
+    if (config_.on_corruption == OnCorruption::Abort) stop();
+    return FreeResult::InvalidFree;
+  }
+
+  // A kernel still running could write the canary (or fault on the unmapped range) later.
+  if (config_.sync_on_free) backend_.synchronize();
+  int bad = check_slot(backend_, *table_, copy, "at free");
+  if (copy.mapped != 0) backend_.unmap(copy.mapping, copy.mapped);
+
+  {
+    std::lock_guard lock(table_->mutex);
+    table_->quarantine_push(index);
+    table_->stats.frees += 1;
+    table_->stats.live -= 1;
+    table_->stats.live_bytes -= copy.size;
+    table_->stats.quarantined += 1;
+    table_->stats.quarantined_bytes += copy.reserved;
+    if (bad > 0) table_->stats.canary_failures += 1;
+    // FIFO eviction: the oldest freed ranges give their address space back first.
+    while (table_->stats.quarantined_bytes > config_.quarantine_bytes) {
+      std::uint32_t old = table_->quarantine_pop();
+      if (old == kNoSlot) break;
+      Slot& s = table_->slot(old);
+      backend_.release(s.reservation, s.reserved);
+      table_->stats.quarantined -= 1;
+      table_->stats.quarantined_bytes -= s.reserved;
+      table_->index_erase(s.user);
+      table_->put_free(old);
+    }
+  }
+  if (config_.log_allocations) {
+    ReportWriter w(kStderr);
+    w.str("mate guard: free #").dec(copy.id).str(" user ");
+    write_range(w, copy.user, copy.size);
+    w.str(" size ").dec(copy.size).str(bad > 0 ? " canary CORRUPTED\n" : " canary intact\n");
+  }
+  if (bad > 0) {
+    if (config_.on_corruption == OnCorruption::Abort) stop();
+    return FreeResult::CanaryCorrupted;
+  }
+  return FreeResult::Ok;
+}
+
+bool GuardAllocator::owns(std::uintptr_t ptr) const noexcept {
+  std::lock_guard lock(table_->mutex);
+  return table_->index_find(ptr) != kNoSlot;
+}
+
+bool GuardAllocator::may_hold(std::uintptr_t address) const noexcept {
+  return address >= table_->lowest.load(std::memory_order_relaxed) &&
+         address < table_->highest.load(std::memory_order_relaxed);
+}
+
+std::size_t GuardAllocator::size_of(std::uintptr_t ptr) const noexcept {
+  std::lock_guard lock(table_->mutex);
+  std::uint32_t i = table_->index_find(ptr);
+  if (i == kNoSlot || static_cast<State>(table_->slot(i).state.load()) != State::Live) return 0;
+  return table_->slot(i).size;
+}
+
+std::size_t GuardAllocator::check_all() noexcept {
+  if (config_.sync_on_free) backend_.synchronize();
+  std::lock_guard lock(table_->mutex);
+  std::size_t bad = 0;
+  for (std::uint32_t i = 0; i < table_->high_water(); ++i) {
+    const Slot& s = table_->slot(i);
+    if (static_cast<State>(s.state.load()) != State::Live) continue;
+    if (check_slot(backend_, *table_, s, "(check_all)") > 0) ++bad;
+  }
+  table_->stats.canary_failures += bad;
+  return bad;
+}
+
+Description GuardAllocator::describe(std::uintptr_t address) const noexcept {
+  return describe_in_table(*table_, backend_.granularity(), address);
+}
+
+void GuardAllocator::note_unguarded() noexcept {
+  std::lock_guard lock(table_->mutex);
+  table_->stats.unguarded += 1;
+}
+
+void GuardAllocator::prepare_fork() noexcept {
+  table_->scratch_mutex.lock();
+  table_->mutex.lock();
+}
+
+void GuardAllocator::after_fork() noexcept {
+  table_->mutex.unlock();
+  table_->scratch_mutex.unlock();
+}
+
+Stats GuardAllocator::stats() const noexcept {
+  std::lock_guard lock(table_->mutex);
+  return table_->stats;
+}
+
+}  // namespace mate::guard

@@ -1,0 +1,205 @@
+// Async-signal-safe: the handler reads the slot tables without locks (a crashing thread may hold
+// one), formats with ReportWriter and symbolizes with backtrace_symbols_fd.
+#include "fault_handler.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include "mate/core/crash_context.hpp"
+#include "report.hpp"
+
+namespace mate::guard {
+
+namespace {
+
+constexpr int kStderr = 2;
+struct sigaction g_previous_segv;
+struct sigaction g_previous_bus;
+std::atomic<bool> g_installed{false};
+
+struct sigaction* previous_for(int sig) noexcept { return sig == SIGBUS ? &g_previous_bus : &g_previous_segv; }
+
+// Puts the previous disposition back, so that returning re-executes the access and the fault
+// ends the process (or reaches the previous handler) with its original signal and address.
+void restore_previous(int sig) noexcept {
+  struct sigaction* prev = previous_for(sig);
+  if (!(prev->sa_flags & SA_SIGINFO) && prev->sa_handler == SIG_IGN) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, nullptr);
+    return;
+  }
+  sigaction(sig, prev, nullptr);
+}
+
+void chain(int sig, siginfo_t* info, void* context) noexcept {
+  struct sigaction* prev = previous_for(sig);
+  if (prev->sa_flags & SA_SIGINFO) {
+    if (prev->sa_sigaction != nullptr) {
+      prev->sa_sigaction(sig, info, context);
+      return;
+    }
+  } else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
+    prev->sa_handler(sig);
+    return;
+  }
+  restore_previous(sig);
+}
+
+const char* access_words(void* context) noexcept {
+#if defined(__x86_64__)
+  auto* uc = static_cast<ucontext_t*>(context);
+  // Page-fault error code bit 1: the access was a write.
+  return (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0 ? "a write to " : "a read of ";
+#else
+  (void)context;
+  return "an access to ";
+#endif
+}
+
+void report(int sig, std::uintptr_t address, const Slot& s, bool outside, const char* backend,
+            void* context) noexcept {
+  const auto state = static_cast<State>(s.state.load(std::memory_order_acquire));
+  const bool freed = state == State::Quarantined;
+  const char* kind;
+  if (outside) {
+    kind = "wild access near an allocation";
+  } else if (freed) {
+    kind = "use-after-free";
+  } else if (address < s.user) {
+    kind = "underrun";
+  } else {
+    kind = "overflow";
+  }
+  {
+    ReportWriter w(kStderr);
+    w.str("mate guard: ").str(kind).str(": ").str(sig == SIGBUS ? "SIGBUS" : "SIGSEGV").str(" on ")
+        .str(access_words(context)).hex(address).str(", ");
+    if (address < s.user) {
+      w.dec(s.user - address).str(" bytes before the start of ");
+    } else if (address >= s.user + s.size) {
+      w.dec(address - (s.user + s.size)).str(" bytes past the end of ");
+    } else {
+      w.dec(address - s.user).str(" bytes from the start of ");
+    }
+    if (freed) w.str("freed ");
+    write_allocation(w, s, backend);
+    if (outside) w.str(", outside its reservation");
+    w.str("\n  thread ").dec(static_cast<std::uint64_t>(gettid()));
+    // prctl is a plain system call, so the name is safe to read here.
+    char name[17] = {};
+    if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && name[0] != '\0') w.str(" (").str(name).chr(')');
+    w.chr('\n');
+  }
+  write_frames(kStderr, "allocated", s.alloc_frames, s.alloc_frames_count, s.alloc_tid);
+  if (freed) write_frames(kStderr, "freed", s.free_frames, s.free_frames_count, s.free_tid);
+  core::write_crash_context(kStderr);
+  ReportWriter w(kStderr);
+  if (freed) {
+    w.str("mate guard: the freed range stays inaccessible while it is quarantined; the access above used a "
+          "stale pointer\n");
+  } else if (!outside) {
+    w.str("mate guard: the ").str(to_string(s.mode)).str(" mode guard region caught the first invalid access ")
+        .str(address < s.user ? "before the start" : "past the end").chr('\n');
+  }
+}
+
+void on_fault(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  Registered regs[kMaxAllocators];
+  int n = registered_allocators(regs, kMaxAllocators);
+  const Slot* best = nullptr;
+  bool best_outside = true;
+  const char* backend = "";
+  for (int i = 0; i < n; ++i) {
+    bool outside = false;
+    std::uint32_t index = find_slot(*regs[i].table, regs[i].allocator->backend().granularity(), address, &outside);
+    if (index == kNoSlot) continue;
+    if (best == nullptr || (best_outside && !outside)) {
+      best = &regs[i].table->slot(index);
+      best_outside = outside;
+      backend = regs[i].allocator->backend().name();
+    }
+  }
+  if (best == nullptr) {
+    errno = saved_errno;
+    chain(sig, info, context);
+    return;
+  }
+  report(sig, address, *best, best_outside, backend, context);
+  restore_previous(sig);
+  errno = saved_errno;
+}
+
+}  // namespace
+
+void install_fault_handler() noexcept {
+  if (g_installed.exchange(true)) return;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &g_previous_segv);
+  sigaction(SIGBUS, &sa, &g_previous_bus);
+}
+
+std::uint32_t find_slot(const SlotTable& table, std::size_t granularity, std::uintptr_t address,
+                        bool* outside) noexcept {
+  std::uint32_t nearest = kNoSlot;
+  std::size_t nearest_distance = granularity + 1;
+  const std::uint32_t hw = table.high_water();
+  for (std::uint32_t i = 0; i < hw; ++i) {
+    const Slot& s = table.slot(i);
+    if (static_cast<State>(s.state.load(std::memory_order_acquire)) == State::None) continue;
+    if (address >= s.reservation && address - s.reservation < s.reserved) {
+      *outside = false;
+      return i;
+    }
+    std::size_t distance = address < s.reservation ? s.reservation - address
+                                                   : address - (s.reservation + s.reserved) + 1;
+    if (distance < nearest_distance) {
+      nearest_distance = distance;
+      nearest = i;
+    }
+  }
+  *outside = nearest != kNoSlot;
+  return nearest;
+}
+
+Description describe_in_table(const SlotTable& table, std::size_t granularity, std::uintptr_t address) noexcept {
+  Description d;
+  bool outside = false;
+  std::uint32_t index = find_slot(table, granularity, address, &outside);
+  if (index == kNoSlot) return d;
+  const Slot& s = table.slot(index);
+  d.found = true;
+  d.id = s.id;
+  d.user = s.user;
+  d.size = s.size;
+  d.reservation = s.reservation;
+  d.reserved = s.reserved;
+  d.mapping = s.mapping;
+  d.mapped = s.mapped;
+  d.mode = s.mode;
+  d.state = static_cast<State>(s.state.load(std::memory_order_acquire));
+  d.outside = outside;
+  if (address < s.user) {
+    d.relation = Relation::BeforeStart;
+    d.offset = s.user - address;
+  } else if (address >= s.user + s.size) {
+    d.relation = Relation::PastEnd;
+    d.offset = address - (s.user + s.size);
+  } else {
+    d.relation = Relation::Inside;
+    d.offset = address - s.user;
+  }
+  return d;
+}
+
+}  // namespace mate::guard

@@ -1,0 +1,21 @@
+// The crash handler: SIGSEGV/SIGBUS in a guard region or a quarantined range becomes one report,
+// then the process dies of the original signal. Faults elsewhere go to the previous handler.
+#pragma once
+
+#include <cstdint>
+
+#include "mate/guard/allocator.hpp"
+#include "slot_table.hpp"
+
+namespace mate::guard {
+
+// Installs the handler once per process (later calls do nothing).
+void install_fault_handler() noexcept;
+
+// The slot whose reservation holds `address`, else the nearest within `granularity` of it
+// (*outside = true); kNoSlot when none. Lock-free, async-signal-safe.
+std::uint32_t find_slot(const SlotTable& table, std::size_t granularity, std::uintptr_t address,
+                        bool* outside) noexcept;
+Description describe_in_table(const SlotTable& table, std::size_t granularity, std::uintptr_t address) noexcept;
+
+}  // namespace mate::guard

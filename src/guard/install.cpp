@@ -1,0 +1,102 @@
+// The process-wide allocators, one per kind of memory, created by install_guard_allocator() and
+// never destroyed: they serve allocations until the very end of the process.
+#include <mutex>
+#include <new>
+
+#include "fault_handler.hpp"
+#include "mate/device/driver.hpp"
+#include "report.hpp"
+#include "slot_table.hpp"
+
+namespace mate::guard {
+
+namespace {
+
+struct Installed {
+  GuardAllocator* allocator = nullptr;
+  std::atomic<bool> served_unguarded{false};
+};
+
+Installed g_installed[3];
+std::mutex g_install_mutex;
+
+int slot_of(device::Kind kind) noexcept { return static_cast<int>(kind); }
+
+const char* title(device::Kind kind) noexcept {
+  return kind == device::Kind::Cuda ? "CUDA" : kind == device::Kind::Musa ? "MUSA" : "host";
+}
+
+}  // namespace
+
+GuardAllocator& install_guard_allocator(const GuardAllocatorConfig& config) {
+  std::lock_guard lock(g_install_mutex);
+  Installed& slot = g_installed[slot_of(config.backend)];
+  if (slot.allocator != nullptr) {
+    if (slot.allocator->config() == config) return *slot.allocator;
+    throw GuardError("guard allocator: already installed with " + describe(slot.allocator->config()) +
+                     "; cannot install it again with " + describe(config) +
+                     " (repeated installs must use the same config)");
+  }
+  if (slot.served_unguarded.load()) {
+    throw GuardError(std::string("Guard allocator must be installed before the first ") + title(config.backend) +
+                     " allocation in the process: MATE already served one without it. Install it "
+                     "earlier, or use `mate guard-run` so that it is installed before the program "
+                     "allocates.");
+  }
+  device::Backend* backend = &device::host_backend();
+  if (config.backend != device::Kind::Host) {
+    std::string reason;
+    // Kept for the life of the process, like the allocator that uses it.
+    backend = device::open_driver_backend(config.backend, 0, &reason).release();
+    if (backend == nullptr)
+      throw GuardError(std::string("guard allocator: no ") + title(config.backend) + " device backend: " + reason);
+  }
+  alignas(GuardAllocator) static unsigned char storage[3][sizeof(GuardAllocator)];
+  slot.allocator = new (storage[slot_of(config.backend)]) GuardAllocator(*backend, config);
+  return *slot.allocator;
+}
+
+GuardAllocator* installed_guard_allocator(device::Kind kind) noexcept {
+  std::lock_guard lock(g_install_mutex);
+  return g_installed[slot_of(kind)].allocator;
+}
+
+void note_backend_allocation(device::Kind kind) noexcept {
+  g_installed[slot_of(kind)].served_unguarded.store(true);
+}
+
+Description describe(std::uintptr_t address) noexcept {
+  Registered regs[kMaxAllocators];
+  int n = registered_allocators(regs, kMaxAllocators);
+  Description best;
+  for (int i = 0; i < n; ++i) {
+    Description d = describe_in_table(*regs[i].table, regs[i].allocator->backend().granularity(), address);
+    if (d.found && (!best.found || (best.outside && !d.outside))) best = d;
+  }
+  return best;
+}
+
+void write_description(int fd, const Description& d, const char* backend_name) noexcept {
+  ReportWriter w(fd);
+  if (!d.found) {
+    w.str("no guarded allocation at or near that address\n");
+    return;
+  }
+  if (d.relation == Relation::Inside) {
+    w.dec(d.offset).str(" bytes from the start of ");
+  } else if (d.relation == Relation::BeforeStart) {
+    w.dec(d.offset).str(" bytes before the start of ");
+  } else {
+    w.dec(d.offset).str(" bytes past the end of ");
+  }
+  w.str(d.state == State::Quarantined ? "freed " : "live ").str("allocation #").dec(d.id).str(" of ").dec(d.size)
+      .str(" bytes at ");
+  write_range(w, d.user, d.size);
+  w.str(" (").str(to_string(d.mode)).str(" mode, ").str(backend_name).str(" memory, reserved ");
+  write_range(w, d.reservation, d.reserved);
+  w.chr(')');
+  if (d.outside) w.str(", outside its reservation");
+  w.chr('\n');
+}
+
+}  // namespace mate::guard

@@ -1,0 +1,265 @@
+// libmate_guard_preload.so: the host allocation family, interposed with LD_PRELOAD by
+// `mate guard-run`, served by the process-wide guarded allocator.
+//
+// Traps this file handles:
+//  * bootstrap: the real allocator is reached through glibc's exported __libc_* entry points, so
+//    no dlsym is needed before the first allocation; allocations made while the guard itself is
+//    starting or working (config parsing, backtrace's first dlopen) are served by the real
+//    allocator, marked by a per-thread "inside" flag;
+//  * pointers the guard does not own (allocated before the preload started, by the real
+//    allocator during bootstrap, or unguarded fallbacks) go back to the real allocator, except
+//    pointers into a guarded range, which get the guard's invalid-free report;
+//  * fork: the allocator's locks are held across fork (pthread_atfork);
+//  * threads: the allocator is thread-safe; the flag is thread-local (initial-exec TLS, valid in
+//    a library loaded at start-up).
+// Allocations below MATE_GUARD_MIN_BYTES, alignments above a page, and allocations the system
+// refuses to map go to the real allocator (the last counted as unguarded).
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <execinfo.h>
+#include <malloc.h>
+
+#include "mate/config.hpp"
+#include "mate/guard/allocator.hpp"
+#include "preload_state.hpp"
+
+extern "C" {
+void* __libc_malloc(size_t);
+void __libc_free(void*);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+}
+
+namespace {
+
+enum State : int { kUninit, kStarting, kReady, kOff };
+std::atomic<int> g_state{kUninit};
+mate::guard::GuardAllocator* g_guard = nullptr;
+std::size_t g_min_bytes = 0;
+std::size_t g_page = 4096;
+__attribute__((tls_model("initial-exec"))) thread_local bool t_inside = false;
+mate::guard::GuardAllocatorConfig g_config;
+
+using mate::guard::preload::Inside;
+
+void fork_prepare() { g_guard->prepare_fork(); }
+void fork_after() { g_guard->after_fork(); }
+
+// Parses one registry variable strictly; a bad value ends the process with the registry's
+// message (these variables are set by `mate guard-run`, which validated them).
+mate::config::Value read(mate::config::Var v) {
+  try {
+    const char* text = mate::config::raw_env_unsafe(v);
+    return mate::config::parse(v, text == nullptr ? "" : text);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mate guard-run: %s\n", e.what());
+    _exit(2);
+  }
+}
+
+void start() noexcept {
+  int expected = kUninit;
+  if (!g_state.compare_exchange_strong(expected, kStarting)) return;
+  Inside inside;
+  using mate::config::Var;
+  if (!read(Var::MATE_GUARD_ALLOCATOR_AUTO_INSTALL).b) {
+    g_state.store(kOff);
+    return;
+  }
+  mate::guard::GuardAllocatorConfig config;
+  if (read(Var::MATE_GUARD_ALLOCATOR_MODE).s == "head") config.mode = mate::guard::Mode::Head;
+  if (mate::config::raw_env_unsafe(Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE) != nullptr)
+    config.sync_on_free = read(Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE).b;
+  config.log_allocations = read(Var::MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS).b;
+  config.skip_frames = 2;  // guard_alloc and malloc/calloc/...
+  g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).i);
+  config.quarantine_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_QUARANTINE_MB).i) << 20;
+  g_page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  g_config = config;
+  try {
+    g_guard = &mate::guard::install_guard_allocator(config);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mate guard-run: %s\n", e.what());
+    _exit(2);
+  }
+  // The first backtrace() loads the unwinder (dlopen, malloc): do it now, inside.
+  void* frames[4];
+  backtrace(frames, 4);
+  pthread_atfork(fork_prepare, fork_after, fork_after);
+  g_state.store(kReady, std::memory_order_release);
+}
+
+// The guard serves this call when it is ready and the call is not the guard's own.
+bool guarded() noexcept {
+  int s = g_state.load(std::memory_order_acquire);
+  if (s == kUninit && !t_inside) {
+    start();
+    s = g_state.load(std::memory_order_acquire);
+  }
+  return s == kReady && !t_inside;
+}
+
+// Not inlined: backtraces leave out exactly this frame and the interposed entry point's.
+__attribute__((noinline)) void* guard_alloc(std::size_t size, std::size_t alignment) noexcept {
+  mate::guard::AllocResult r;
+  {
+    Inside inside;
+    r = g_guard->allocate(size, alignment);
+    if (!r && (r.error == mate::guard::AllocError::MappingRefused ||
+               r.error == mate::guard::AllocError::TableFull))
+      g_guard->note_unguarded();
+  }
+  return r ? reinterpret_cast<void*>(r.ptr) : nullptr;
+}
+
+// Not inlined, like guard_alloc, so free backtraces skip the same two frames.
+__attribute__((noinline)) void guard_free(void* p) noexcept {
+  Inside inside;
+  g_guard->deallocate(reinterpret_cast<std::uintptr_t>(p));
+}
+
+// True when the guard owns `p` (and so must free / size it).
+bool owned(void* p) noexcept {
+  if (p == nullptr || g_state.load(std::memory_order_acquire) != kReady) return false;
+  Inside inside;
+  return g_guard->owns(reinterpret_cast<std::uintptr_t>(p));
+}
+
+void* aligned(std::size_t alignment, std::size_t size) noexcept {
+  if (guarded() && size >= g_min_bytes && alignment <= g_page) {
+    if (void* p = guard_alloc(size, alignment < 16 ? 16 : alignment)) return p;
+  }
+  return __libc_memalign(alignment, size);
+}
+
+bool power_of_two(std::size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+namespace mate::guard::preload {
+
+bool& inside_flag() noexcept { return t_inside; }
+
+const GuardAllocatorConfig* bootstrap_config() noexcept {
+  return g_state.load(std::memory_order_acquire) == kReady ? &g_config : nullptr;
+}
+
+}  // namespace mate::guard::preload
+
+#define MATE_EXPORT extern "C" __attribute__((visibility("default")))
+
+MATE_EXPORT void* malloc(size_t size) noexcept {
+  if (guarded() && size >= g_min_bytes) {
+    if (void* p = guard_alloc(size, 0)) return p;
+  }
+  return __libc_malloc(size);
+}
+
+MATE_EXPORT void free(void* p) noexcept {
+  if (p == nullptr) return;
+  if (!t_inside && owned(p)) {
+    guard_free(p);
+    asm volatile("" ::: "memory");  // no tail call: backtraces skip exactly free's frame
+    return;
+  }
+  if (!t_inside && g_state.load(std::memory_order_acquire) == kReady &&
+      g_guard->may_hold(reinterpret_cast<std::uintptr_t>(p))) {
+    // Inside a guarded range but not a pointer the guard returned (free(p + 1)): the guard's
+    // invalid-free report, not glibc's guess from the bytes before it.
+    mate::guard::Description d;
+    {
+      Inside inside;
+      d = g_guard->describe(reinterpret_cast<std::uintptr_t>(p));
+    }
+    if (d.found && !d.outside) {
+      guard_free(p);
+      asm volatile("" ::: "memory");
+      return;
+    }
+  }
+  __libc_free(p);
+}
+
+MATE_EXPORT void* calloc(size_t n, size_t size) noexcept {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  // Guarded memory is freshly mapped, hence already zero.
+  if (guarded() && total >= g_min_bytes) {
+    if (void* p = guard_alloc(total, 0)) return p;
+  }
+  return __libc_calloc(n, size);
+}
+
+MATE_EXPORT void* realloc(void* p, size_t size) noexcept {
+  if (p == nullptr) return malloc(size);
+  if (!t_inside && owned(p)) {
+    if (size == 0) {
+      free(p);
+      return nullptr;
+    }
+    std::size_t old = g_guard->size_of(reinterpret_cast<std::uintptr_t>(p));
+    void* q = malloc(size);
+    if (q == nullptr) return nullptr;
+    std::memcpy(q, p, old < size ? old : size);
+    free(p);
+    return q;
+  }
+  return __libc_realloc(p, size);
+}
+
+MATE_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) noexcept {
+  if (!power_of_two(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  void* p = aligned(alignment, size);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+MATE_EXPORT void* aligned_alloc(size_t alignment, size_t size) noexcept {
+  if (!power_of_two(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return aligned(alignment, size);
+}
+
+MATE_EXPORT void* memalign(size_t alignment, size_t size) noexcept {
+  if (!power_of_two(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return aligned(alignment, size);
+}
+
+MATE_EXPORT void* valloc(size_t size) noexcept { return aligned(static_cast<std::size_t>(sysconf(_SC_PAGESIZE)), size); }
+
+MATE_EXPORT void* pvalloc(size_t size) noexcept {
+  std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return aligned(page, (size + page - 1) / page * page);
+}
+
+MATE_EXPORT size_t malloc_usable_size(void* p) noexcept {
+  if (p == nullptr) return 0;
+  // The exact size, so programs that trust the usable size still stop at the guard.
+  if (!t_inside && owned(p)) return g_guard->size_of(reinterpret_cast<std::uintptr_t>(p));
+  using Fn = size_t (*)(void*);
+  static Fn real = [] {
+    Inside inside;
+    return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "malloc_usable_size"));
+  }();
+  return real != nullptr ? real(p) : 0;
+}
+
+// Starts the guard at load time even if the program never allocates before main.
+__attribute__((constructor)) static void mate_guard_preload_start() { (void)guarded(); }

@@ -1,0 +1,20 @@
+// State the preload library's host and device interposers share.
+#pragma once
+
+#include "mate/guard/allocator.hpp"
+
+namespace mate::guard::preload {
+
+// True while this thread is inside the guard (its own allocations go to the real allocator).
+bool& inside_flag() noexcept;
+
+struct Inside {
+  Inside() noexcept { inside_flag() = true; }
+  ~Inside() { inside_flag() = false; }
+};
+
+// The configuration read from the bootstrap variables; nullptr when guard-run did not ask for
+// the guard (MATE_GUARD_ALLOCATOR_AUTO_INSTALL unset) or it is not started yet.
+const GuardAllocatorConfig* bootstrap_config() noexcept;
+
+}  // namespace mate::guard::preload

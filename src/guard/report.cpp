@@ -1,0 +1,96 @@
+#include "report.hpp"
+
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace mate::guard {
+
+ReportWriter& ReportWriter::str(const char* s) noexcept {
+  while (*s != '\0') chr(*s++);
+  return *this;
+}
+
+ReportWriter& ReportWriter::chr(char c) noexcept {
+  if (used_ == sizeof buffer_) flush();
+  buffer_[used_++] = c;
+  return *this;
+}
+
+ReportWriter& ReportWriter::dec(std::uint64_t v) noexcept {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0) chr(digits[--n]);
+  return *this;
+}
+
+ReportWriter& ReportWriter::sdec(std::int64_t v) noexcept {
+  if (v < 0) {
+    chr('-');
+    return dec(static_cast<std::uint64_t>(-(v + 1)) + 1);
+  }
+  return dec(static_cast<std::uint64_t>(v));
+}
+
+ReportWriter& ReportWriter::hex(std::uint64_t v) noexcept {
+  char digits[20];
+  int n = 0;
+  do {
+    digits[n++] = "0123456789abcdef"[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  str("0x");
+  while (n > 0) chr(digits[--n]);
+  return *this;
+}
+
+ReportWriter& ReportWriter::byte(unsigned char b) noexcept {
+  chr("0123456789abcdef"[b >> 4]);
+  return chr("0123456789abcdef"[b & 15]);
+}
+
+void ReportWriter::flush() noexcept {
+  std::size_t done = 0;
+  while (done < used_) {
+    ssize_t n = ::write(fd_, buffer_ + done, used_ - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  used_ = 0;
+}
+
+void write_range(ReportWriter& w, std::uintptr_t begin, std::size_t bytes) noexcept {
+  w.chr('[').hex(begin).str(", ").hex(begin + bytes).chr(')');
+}
+
+void write_allocation(ReportWriter& w, const Slot& s, const char* backend) noexcept {
+  w.str("allocation #").dec(s.id).str(" of ").dec(s.size).str(" bytes at ");
+  write_range(w, s.user, s.size);
+  w.str(" (").str(to_string(s.mode)).str(" mode, ").str(backend).str(" memory, mapped ");
+  if (s.mapped == 0) {
+    w.str("nothing");
+  } else {
+    write_range(w, s.mapping, s.mapped);
+  }
+  w.str(", reserved ");
+  write_range(w, s.reservation, s.reserved);
+  w.chr(')');
+}
+
+void write_frames(int fd, const char* title, void* const* frames, int count, pid_t tid) noexcept {
+  {
+    ReportWriter w(fd);
+    w.str("  ").str(title).str(" by thread ").dec(static_cast<std::uint64_t>(tid));
+    if (count == 0) w.str(": no backtrace (backtraces are off)");
+    w.chr('\n');
+  }
+  // backtrace_symbols_fd writes "module(function+offset) [address]" lines without malloc.
+  if (count > 0) backtrace_symbols_fd(frames, count, fd);
+}
+
+}  // namespace mate::guard

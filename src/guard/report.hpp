@@ -1,0 +1,42 @@
+// Reports and log lines, formatted without malloc or stdio: they are written from inside a
+// malloc interposer and from the fault handler, where only async-signal-safe calls are allowed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "mate/guard/allocator.hpp"
+#include "slot_table.hpp"
+
+namespace mate::guard {
+
+// A fixed buffer that is written to a file descriptor when full or flushed.
+class ReportWriter {
+ public:
+  explicit ReportWriter(int fd) noexcept : fd_(fd) {}
+  ~ReportWriter() { flush(); }
+  ReportWriter& str(const char* s) noexcept;
+  ReportWriter& dec(std::uint64_t v) noexcept;
+  ReportWriter& sdec(std::int64_t v) noexcept;
+  ReportWriter& hex(std::uint64_t v) noexcept;  // 0x...
+  ReportWriter& byte(unsigned char b) noexcept;  // two hex digits
+  ReportWriter& chr(char c) noexcept;
+  void flush() noexcept;
+
+ private:
+  int fd_;
+  std::size_t used_ = 0;
+  char buffer_[512];
+};
+
+// "[0x..., 0x...)"
+void write_range(ReportWriter& w, std::uintptr_t begin, std::size_t bytes) noexcept;
+// "allocation #id of N bytes at [user, user+n) (tail mode, host, reservation [...])"
+void write_allocation(ReportWriter& w, const Slot& s, const char* backend) noexcept;
+// One backtrace, symbolized with backtrace_symbols_fd.
+void write_frames(int fd, const char* title, void* const* frames, int count, pid_t tid) noexcept;
+
+// The mode to rerun with when the canary (deferred) side of `mode` caught something.
+inline Mode other_mode(Mode m) noexcept { return m == Mode::Tail ? Mode::Head : Mode::Tail; }
+
+}  // namespace mate::guard

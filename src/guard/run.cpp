@@ -1,0 +1,106 @@
+// `mate guard-run`'s launcher: builds the child's environment, spawns, forwards signals, and
+// maps the child's end to an exit status.
+#include "mate/guard/run.hpp"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+extern char** environ;
+
+namespace mate::guard {
+
+namespace {
+
+std::atomic<pid_t> g_child{0};
+
+void forward(int sig) {
+  pid_t child = g_child.load();
+  if (child > 0) kill(child, sig);
+}
+
+}  // namespace
+
+std::string preload_library_path() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) {
+    fs::path bin = exe.parent_path();
+    candidates.push_back(bin / ".." / "lib" / "libmate_guard_preload.so");
+    candidates.push_back(bin / ".." / MATE_GUARD_INSTALL_LIBDIR / "libmate_guard_preload.so");
+  }
+  std::string looked;
+  for (const auto& c : candidates) {
+    if (fs::exists(c, ec)) return fs::weakly_canonical(c, ec).string();
+    looked += (looked.empty() ? "" : ", ") + c.lexically_normal().string();
+  }
+  throw GuardError("mate guard-run: cannot find the preload library libmate_guard_preload.so (looked in " +
+                   looked + "); build the mate_guard_preload target or reinstall MATE");
+}
+
+int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& options) {
+  const std::string preload = preload_library_path();
+  std::vector<std::string> env;
+  bool caching_set = false;
+  std::string ld_preload = preload;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    std::string name = entry.substr(0, entry.find('='));
+    if (name.rfind("MATE_GUARD_ALLOCATOR_", 0) == 0) continue;  // ours to set
+    if (name == "LD_PRELOAD") {
+      std::string rest = entry.substr(name.size() + 1);
+      if (!rest.empty()) ld_preload += ":" + rest;
+      continue;
+    }
+    if (name == "PYTORCH_NO_CUDA_MEMORY_CACHING") caching_set = true;
+    env.push_back(std::move(entry));
+  }
+  env.push_back("LD_PRELOAD=" + ld_preload);
+  env.push_back("MATE_GUARD_ALLOCATOR_AUTO_INSTALL=1");
+  env.push_back(std::string("MATE_GUARD_ALLOCATOR_MODE=") + to_string(options.mode));
+  env.push_back(std::string("MATE_GUARD_ALLOCATOR_SYNC_ON_FREE=") + (options.sync_on_free ? "1" : "0"));
+  env.push_back(std::string("MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS=") + (options.log_allocations ? "1" : "0"));
+  if (!caching_set) env.push_back("PYTORCH_NO_CUDA_MEMORY_CACHING=1");
+
+  std::vector<char*> envp, args;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& a : argv_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+
+  struct sigaction sa {}, old[4];
+  const int forwarded[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+  sa.sa_handler = forward;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 4; ++i) sigaction(forwarded[i], &sa, &old[i]);
+
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), envp.data());
+  if (rc != 0) {
+    for (int i = 0; i < 4; ++i) sigaction(forwarded[i], &old[i], nullptr);
+    std::fprintf(stderr, "mate guard-run: cannot run '%s': %s\n", argv[0].c_str(), std::strerror(rc));
+    return 127;
+  }
+  g_child.store(pid);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child.store(0);
+  for (int i = 0; i < 4; ++i) sigaction(forwarded[i], &old[i], nullptr);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace mate::guard

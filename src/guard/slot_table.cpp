@@ -1,0 +1,191 @@
+// Fixed-capacity metadata in anonymous mappings (MAP_NORESERVE: only touched pages cost memory).
+#include "slot_table.hpp"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace mate::guard {
+
+namespace {
+
+void* map_table(std::size_t bytes, const char* what) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) {
+    throw GuardError(std::string("guard allocator: cannot map its ") + what + " (" +
+                     std::to_string(bytes) + " bytes): " + std::strerror(errno));
+  }
+  return p;
+}
+
+std::size_t hash(std::uintptr_t key) noexcept {
+  std::uint64_t x = key;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return static_cast<std::size_t>(x);
+}
+
+std::atomic<GuardAllocator*> g_allocators[kMaxAllocators];
+std::atomic<SlotTable*> g_tables[kMaxAllocators];
+
+}  // namespace
+
+SlotTable::SlotTable(std::size_t capacity) : capacity_(capacity) {
+  if (capacity == 0 || capacity >= kNoSlot)
+    throw GuardError("guard allocator: max_allocations must be between 1 and 2^32-2, got " +
+                     std::to_string(capacity));
+  // Starts small: a table sized for max_allocations would be touched all over by the hash and
+  // cost resident memory in every process that makes only a few allocations.
+  index_capacity_ = 1024;
+  slots_ = static_cast<Slot*>(map_table(capacity * sizeof(Slot), "allocation table"));
+  keys_ = static_cast<std::uintptr_t*>(map_table(index_capacity_ * sizeof(std::uintptr_t), "pointer index"));
+  values_ = static_cast<std::uint32_t*>(map_table(index_capacity_ * sizeof(std::uint32_t), "pointer index"));
+  scratch = static_cast<unsigned char*>(map_table(kScratchBytes, "canary staging buffer"));
+}
+
+SlotTable::~SlotTable() {
+  munmap(slots_, capacity_ * sizeof(Slot));
+  munmap(keys_, index_capacity_ * sizeof(std::uintptr_t));
+  munmap(values_, index_capacity_ * sizeof(std::uint32_t));
+  munmap(scratch, kScratchBytes);
+}
+
+std::uint32_t SlotTable::take_free() noexcept {
+  if (free_head_ != kNoSlot) {
+    std::uint32_t i = free_head_;
+    free_head_ = slots_[i].next;
+    return i;
+  }
+  std::uint32_t hw = high_water_.load(std::memory_order_relaxed);
+  if (hw >= capacity_) return kNoSlot;
+  // Published before the slot is filled; the handler ignores slots whose state is None.
+  high_water_.store(hw + 1, std::memory_order_release);
+  return hw;
+}
+
+void SlotTable::put_free(std::uint32_t index) noexcept {
+  slots_[index].state.store(static_cast<std::uint8_t>(State::None), std::memory_order_release);
+  slots_[index].next = free_head_;
+  free_head_ = index;
+}
+
+void SlotTable::grow_index() noexcept {
+  const std::size_t bigger = index_capacity_ * 2;
+  void* k = mmap(nullptr, bigger * sizeof(std::uintptr_t), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* v = mmap(nullptr, bigger * sizeof(std::uint32_t), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (k == MAP_FAILED || v == MAP_FAILED) {
+    // Keep the current table: it still works, only with longer probes (it is never full, as
+    // capacity_ slots need at most capacity_ entries and growth starts at half).
+    if (k != MAP_FAILED) munmap(k, bigger * sizeof(std::uintptr_t));
+    if (v != MAP_FAILED) munmap(v, bigger * sizeof(std::uint32_t));
+    return;
+  }
+  auto* old_keys = keys_;
+  auto* old_values = values_;
+  const std::size_t old_capacity = index_capacity_;
+  keys_ = static_cast<std::uintptr_t*>(k);
+  values_ = static_cast<std::uint32_t*>(v);
+  index_capacity_ = bigger;
+  index_used_ = 0;
+  for (std::size_t i = 0; i < old_capacity; ++i)
+    if (old_values[i] != 0) (void)index_insert(old_keys[i], old_values[i] - 1);
+  munmap(old_keys, old_capacity * sizeof(std::uintptr_t));
+  munmap(old_values, old_capacity * sizeof(std::uint32_t));
+}
+
+bool SlotTable::index_insert(std::uintptr_t user, std::uint32_t index) noexcept {
+  if (2 * (index_used_ + 1) > index_capacity_) grow_index();
+  if (index_used_ + 2 > index_capacity_) return false;  // growth failed; never fill the table
+  std::size_t mask = index_capacity_ - 1;
+  for (std::size_t i = hash(user) & mask;; i = (i + 1) & mask) {
+    if (values_[i] == 0 || keys_[i] == user) {
+      if (values_[i] == 0) ++index_used_;
+      keys_[i] = user;
+      values_[i] = index + 1;
+      return true;
+    }
+  }
+}
+
+std::uint32_t SlotTable::index_find(std::uintptr_t user) const noexcept {
+  std::size_t mask = index_capacity_ - 1;
+  for (std::size_t i = hash(user) & mask; values_[i] != 0; i = (i + 1) & mask) {
+    if (keys_[i] == user) return values_[i] - 1;
+  }
+  return kNoSlot;
+}
+
+void SlotTable::index_erase(std::uintptr_t user) noexcept {
+  // Backward-shift deletion keeps every remaining key reachable from its home bucket.
+  std::size_t mask = index_capacity_ - 1;
+  std::size_t i = hash(user) & mask;
+  while (values_[i] != 0 && keys_[i] != user) i = (i + 1) & mask;
+  if (values_[i] == 0) return;
+  for (std::size_t j = (i + 1) & mask; values_[j] != 0; j = (j + 1) & mask) {
+    std::size_t home = hash(keys_[j]) & mask;
+    // Move j into the hole at i when its home is not in the cyclic range (i, j].
+    bool home_in_range = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+    if (!home_in_range) {
+      keys_[i] = keys_[j];
+      values_[i] = values_[j];
+      i = j;
+    }
+  }
+  values_[i] = 0;
+  keys_[i] = 0;
+  --index_used_;
+}
+
+void SlotTable::quarantine_push(std::uint32_t index) noexcept {
+  slots_[index].next = kNoSlot;
+  if (q_tail_ == kNoSlot) {
+    q_head_ = q_tail_ = index;
+  } else {
+    slots_[q_tail_].next = index;
+    q_tail_ = index;
+  }
+}
+
+std::uint32_t SlotTable::quarantine_pop() noexcept {
+  std::uint32_t i = q_head_;
+  if (i == kNoSlot) return kNoSlot;
+  q_head_ = slots_[i].next;
+  if (q_head_ == kNoSlot) q_tail_ = kNoSlot;
+  return i;
+}
+
+void register_allocator(GuardAllocator* allocator, SlotTable* table) noexcept {
+  for (int i = 0; i < kMaxAllocators; ++i) {
+    GuardAllocator* expected = nullptr;
+    // The table is published before the allocator so a reader never sees a half entry.
+    if (g_allocators[i].load(std::memory_order_acquire) != nullptr) continue;
+    g_tables[i].store(table, std::memory_order_release);
+    if (g_allocators[i].compare_exchange_strong(expected, allocator)) return;
+  }
+}
+
+void unregister_allocator(GuardAllocator* allocator) noexcept {
+  for (int i = 0; i < kMaxAllocators; ++i) {
+    GuardAllocator* expected = allocator;
+    if (g_allocators[i].compare_exchange_strong(expected, nullptr)) return;
+  }
+}
+
+int registered_allocators(Registered* out, int cap) noexcept {
+  int n = 0;
+  for (int i = 0; i < kMaxAllocators && n < cap; ++i) {
+    GuardAllocator* a = g_allocators[i].load(std::memory_order_acquire);
+    if (a == nullptr) continue;
+    out[n++] = Registered{a, g_tables[i].load(std::memory_order_acquire)};
+  }
+  return n;
+}
+
+}  // namespace mate::guard

@@ -1,0 +1,107 @@
+// The allocator's metadata: a fixed-capacity slot array, a user-pointer hash index and the
+// quarantine FIFO, all in mmap'd memory (never malloc: the allocator serves malloc itself).
+//
+// Invariants (under `mutex`):
+//  * a slot is Free (on the free list), Live (indexed by user pointer) or Quarantined (indexed,
+//    and on the FIFO from q_head to q_tail through `next`);
+//  * `high_water` bounds the slots ever used, so the fault handler scans [0, high_water)
+//    without the lock (it reads racy but never dangling memory: slots are never unmapped while
+//    the table is registered).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "mate/guard/allocator.hpp"
+
+namespace mate::guard {
+
+inline constexpr int kMaxFrames = 16;
+inline constexpr std::uint32_t kNoSlot = 0xffffffffu;
+
+struct Slot {
+  std::uint64_t id;
+  std::uintptr_t reservation;
+  std::size_t reserved;
+  std::uintptr_t mapping;
+  std::size_t mapped;
+  std::uintptr_t user;
+  std::size_t size;
+  std::size_t rounded;  // size rounded up to the alignment
+  std::atomic<std::uint8_t> state;  // State
+  Mode mode;
+  std::uint8_t alloc_frames_count;
+  std::uint8_t free_frames_count;
+  pid_t alloc_tid;
+  pid_t free_tid;
+  std::uint32_t next;  // free list or quarantine FIFO
+  void* alloc_frames[kMaxFrames];
+  void* free_frames[kMaxFrames];
+};
+
+class SlotTable {
+ public:
+  // Throws GuardError when the tables cannot be mapped.
+  explicit SlotTable(std::size_t capacity);
+  ~SlotTable();
+  SlotTable(const SlotTable&) = delete;
+  SlotTable& operator=(const SlotTable&) = delete;
+
+  // Under `mutex`:
+  std::uint32_t take_free() noexcept;  // kNoSlot when full
+  void put_free(std::uint32_t index) noexcept;
+  // False when the index cannot grow (no memory for a bigger table).
+  bool index_insert(std::uintptr_t user, std::uint32_t index) noexcept;
+  std::uint32_t index_find(std::uintptr_t user) const noexcept;  // kNoSlot when absent
+  void index_erase(std::uintptr_t user) noexcept;
+  void quarantine_push(std::uint32_t index) noexcept;
+  std::uint32_t quarantine_pop() noexcept;  // oldest, kNoSlot when empty
+
+  Slot& slot(std::uint32_t index) noexcept { return slots_[index]; }
+  const Slot& slot(std::uint32_t index) const noexcept { return slots_[index]; }
+  std::uint32_t high_water() const noexcept { return high_water_.load(std::memory_order_acquire); }
+
+  mutable std::mutex mutex;
+  Stats stats{};
+  std::uint64_t next_id = 1;
+  std::atomic<bool> refusal_said{false};
+  // Bounds of every reservation ever made, for GuardAllocator::may_hold().
+  std::atomic<std::uintptr_t> lowest{UINTPTR_MAX};
+  std::atomic<std::uintptr_t> highest{0};
+  // Host staging buffer for device canary copies (guarded by scratch_mutex).
+  std::mutex scratch_mutex;
+  unsigned char* scratch = nullptr;
+  static constexpr std::size_t kScratchBytes = std::size_t{256} << 10;
+
+ private:
+  void grow_index() noexcept;
+
+  std::size_t capacity_;
+  std::size_t index_capacity_;  // power of two; grows (mmap + rehash) to stay at most half full
+  std::size_t index_used_ = 0;
+  Slot* slots_;
+  // Open addressing with linear probing; value = slot index + 1 (0 = empty).
+  std::uintptr_t* keys_;
+  std::uint32_t* values_;
+  std::uint32_t free_head_ = kNoSlot;
+  std::atomic<std::uint32_t> high_water_{0};
+  std::uint32_t q_head_ = kNoSlot;
+  std::uint32_t q_tail_ = kNoSlot;
+};
+
+// Allocators the fault handler searches (at most kMaxAllocators at once).
+inline constexpr int kMaxAllocators = 16;
+void register_allocator(GuardAllocator* allocator, SlotTable* table) noexcept;
+void unregister_allocator(GuardAllocator* allocator) noexcept;
+struct Registered {
+  GuardAllocator* allocator;
+  SlotTable* table;
+};
+// Copies the registered allocators into `out`; returns how many (async-signal-safe).
+int registered_allocators(Registered* out, int cap) noexcept;
+
+}  // namespace mate::guard

@@ -1,0 +1,34 @@
+// Child process for the pluggable-allocator test: loads libmate_guard_hooks.so the way
+// torch.cuda.memory.CUDAPluggableAllocator does (dlopen + dlsym by name) and uses it.
+//   hooks_child <library> <ok|overflow|double_free>
+#include <dlfcn.h>
+#include <sys/types.h>
+
+#include <cstdio>
+#include <cstring>
+
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    std::fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 3;
+  }
+  using Alloc = void* (*)(ssize_t, int, void*);
+  using Free = void (*)(void*, ssize_t, int, void*);
+  auto alloc = reinterpret_cast<Alloc>(dlsym(lib, "mate_guard_alloc"));
+  auto release = reinterpret_cast<Free>(dlsym(lib, "mate_guard_free"));
+  if (alloc == nullptr || release == nullptr) return 4;
+  const char* what = argv[2];
+  if (alloc(16, 1, nullptr) != nullptr) return 5;  // device 1: refused
+  auto* p = static_cast<unsigned char*>(alloc(1000, 0, nullptr));
+  if (p == nullptr) return 6;
+  std::printf("ptr %p\n", static_cast<void*>(p));
+  std::fflush(stdout);
+  std::memset(p, 7, 1000);  // the "kernel" writes the whole tensor
+  if (std::strcmp(what, "overflow") == 0) p[1024] = 1;  // past the 256-aligned end: guard
+  release(p, 1000, 0, nullptr);
+  if (std::strcmp(what, "double_free") == 0) release(p, 1000, 0, nullptr);
+  std::printf("done\n");
+  return 0;
+}

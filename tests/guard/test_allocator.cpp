@@ -1,0 +1,368 @@
+// The allocator core in-process over the host backend (and a wrapper that refuses mappings,
+// counts synchronizations and reports graph capture): placement, canaries, zero bytes,
+// quarantine, double/invalid free, lookup, statistics, threads, install semantics.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "mate/guard/allocator.hpp"
+
+namespace {
+
+using mate::device::Backend;
+using mate::device::Status;
+using mate::guard::AllocError;
+using mate::guard::FreeResult;
+using mate::guard::GuardAllocator;
+using mate::guard::GuardAllocatorConfig;
+using mate::guard::Mode;
+using mate::guard::OnCorruption;
+using mate::guard::Relation;
+using mate::guard::State;
+using ::testing::HasSubstr;
+
+// Delegates to the host backend; can refuse reservations, counts synchronize(), can claim
+// that every stream is capturing.
+class WrappedBackend : public Backend {
+ public:
+  mate::device::Kind kind() const noexcept override { return kind_; }
+  const char* name() const noexcept override { return "wrapped"; }
+  std::size_t granularity() const noexcept override { return host().granularity(); }
+  std::size_t default_alignment() const noexcept override { return host().default_alignment(); }
+  Status reserve(std::size_t bytes, std::uintptr_t* base) noexcept override {
+    if (refuse.load()) return Status{ENOMEM, "mmap(PROT_NONE) to reserve address space"};
+    return host().reserve(bytes, base);
+  }
+  Status release(std::uintptr_t base, std::size_t bytes) noexcept override {
+    released += 1;
+    return host().release(base, bytes);
+  }
+  Status map(std::uintptr_t a, std::size_t b) noexcept override { return host().map(a, b); }
+  Status unmap(std::uintptr_t a, std::size_t b) noexcept override { return host().unmap(a, b); }
+  Status write(std::uintptr_t d, const void* s, std::size_t b) noexcept override { return host().write(d, s, b); }
+  Status read(void* d, std::uintptr_t s, std::size_t b) noexcept override { return host().read(d, s, b); }
+  Status fill(std::uintptr_t d, unsigned char v, std::size_t b) noexcept override { return host().fill(d, v, b); }
+  Status synchronize() noexcept override {
+    syncs += 1;
+    return Status::success();
+  }
+  Status is_capturing(void*, bool* capturing) noexcept override {
+    *capturing = capture.load();
+    return Status::success();
+  }
+
+  std::atomic<bool> refuse{false};
+  std::atomic<bool> capture{false};
+  std::atomic<int> syncs{0};
+  std::atomic<int> released{0};
+  mate::device::Kind kind_ = mate::device::Kind::Host;
+
+ private:
+  static Backend& host() { return mate::device::host_backend(); }
+};
+
+GuardAllocatorConfig small(Mode mode = Mode::Tail) {
+  GuardAllocatorConfig c;
+  c.mode = mode;
+  c.max_allocations = 4096;
+  c.on_corruption = OnCorruption::Continue;
+  return c;
+}
+
+const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+
+bool accessible(std::uintptr_t address) {
+  // mincore fails with ENOMEM only for unmapped addresses; PROT_NONE is still "mapped", so use
+  // msync's sibling: a zero-length check is not enough. Ask the kernel through /proc is slow;
+  // instead probe with a pipe write, which fails with EFAULT on an inaccessible page.
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  bool ok = ::write(fds[1], reinterpret_cast<const void*>(address), 1) == 1;
+  close(fds[0]);
+  close(fds[1]);
+  return ok;
+}
+
+TEST(GuardAllocator, TailPlacementEndsAtTheGuard) {
+  GuardAllocator g(mate::device::host_backend(), small(Mode::Tail));
+  for (std::size_t n : {1u, 15u, 16u, 17u, 4095u, 4096u, 4097u}) {
+    auto r = g.allocate(n);
+    ASSERT_TRUE(r) << r.message;
+    std::size_t rounded = (n + 15) / 16 * 16;
+    EXPECT_EQ(r.ptr % 16, 0u);
+    EXPECT_EQ((r.ptr + rounded) % kPage, 0u) << n;  // rounded size ends exactly at the guard
+    EXPECT_TRUE(accessible(r.ptr + n - 1));
+    EXPECT_FALSE(accessible(r.ptr + rounded));
+    auto d = g.describe(r.ptr + rounded);
+    EXPECT_TRUE(d.found);
+    EXPECT_EQ(d.relation, Relation::PastEnd);
+    EXPECT_EQ(d.offset, rounded - n);
+    EXPECT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+  }
+}
+
+TEST(GuardAllocator, HeadPlacementStartsAfterTheGuard) {
+  GuardAllocator g(mate::device::host_backend(), small(Mode::Head));
+  for (std::size_t n : {1u, 17u, 4096u, 4097u}) {
+    auto r = g.allocate(n);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r.ptr % kPage, 0u);
+    EXPECT_FALSE(accessible(r.ptr - 1));
+    std::size_t mapped = (n + kPage - 1) / kPage * kPage;
+    EXPECT_TRUE(accessible(r.ptr + mapped - 1));
+    EXPECT_FALSE(accessible(r.ptr + mapped));  // the second guard after the slack
+    EXPECT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+  }
+}
+
+TEST(GuardAllocator, AlignmentPerCall) {
+  GuardAllocator g(mate::device::host_backend(), small());
+  auto r = g.allocate(100, 256);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.ptr % 256, 0u);
+  EXPECT_EQ((r.ptr + 256) % kPage, 0u);
+  EXPECT_EQ(g.allocate(8, 24).error, AllocError::BadAlignment);
+  auto big = g.allocate(8, 2 * kPage);
+  EXPECT_EQ(big.error, AllocError::BadAlignment);
+  EXPECT_THAT(big.message, HasSubstr("granularity"));
+  g.deallocate(r.ptr);
+}
+
+TEST(GuardAllocator, ZeroBytesAreUniqueAndInaccessible) {
+  GuardAllocator g(mate::device::host_backend(), small());
+  auto a = g.allocate(0), b = g.allocate(0);
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a.ptr, b.ptr);
+  EXPECT_FALSE(accessible(a.ptr));
+  EXPECT_EQ(g.size_of(a.ptr), 0u);
+  EXPECT_EQ(g.deallocate(a.ptr), FreeResult::Ok);
+  EXPECT_EQ(g.deallocate(b.ptr), FreeResult::Ok);
+}
+
+TEST(GuardAllocator, CanaryIsAddressDependentSoAShiftedCopyIsCaught) {
+  GuardAllocator g(mate::device::host_backend(), small(Mode::Head));
+  auto r = g.allocate(17);
+  ASSERT_TRUE(r);
+  auto* p = reinterpret_cast<unsigned char*>(r.ptr);
+  // Copy the canary one byte to the right: each byte now holds its neighbour's pattern.
+  std::memmove(p + 18, p + 17, 32);
+  EXPECT_EQ(g.check_all(), 1u);
+  EXPECT_EQ(g.deallocate(r.ptr), FreeResult::CanaryCorrupted);
+  EXPECT_EQ(g.stats().canary_failures, 2u);  // check_all and free
+}
+
+TEST(GuardAllocator, CheckAllFindsCorruptionOfLiveAllocations) {
+  GuardAllocator g(mate::device::host_backend(), small(Mode::Tail));
+  auto ok = g.allocate(32), bad = g.allocate(17);
+  ASSERT_TRUE(ok && bad);
+  EXPECT_EQ(g.check_all(), 0u);
+  reinterpret_cast<char*>(bad.ptr)[-3] = 0;  // tail mode: before the start is canary
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(g.check_all(), 1u);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("canary corrupted (check_all): allocation #2 of 17 bytes"));
+  EXPECT_THAT(err, HasSubstr("side: before the start (underrun)"));
+  EXPECT_THAT(err, HasSubstr("first corrupted byte: 3 bytes before the start (offset -3)"));
+  EXPECT_THAT(err, HasSubstr("rerun with --mode head"));
+}
+
+TEST(GuardAllocator, FreedMemoryIsUnmappedAndQuarantinedFifo) {
+  WrappedBackend backend;
+  GuardAllocatorConfig c = small();
+  c.quarantine_bytes = 3 * (3 * kPage);  // three one-page allocations (guard, page, guard)
+  GuardAllocator g(backend, c);
+  std::vector<std::uintptr_t> ptrs;
+  for (int i = 0; i < 5; ++i) ptrs.push_back(g.allocate(100).ptr);
+  for (auto p : ptrs) {
+    EXPECT_EQ(g.deallocate(p), FreeResult::Ok);
+    EXPECT_FALSE(accessible(p));
+  }
+  auto s = g.stats();
+  EXPECT_EQ(s.quarantined, 3u);
+  EXPECT_EQ(s.quarantined_bytes, 9 * kPage);
+  EXPECT_EQ(backend.released.load(), 2);  // the two oldest gave their address space back
+  // The oldest are forgotten; the newest are still known as freed.
+  EXPECT_FALSE(g.owns(ptrs[0]));
+  EXPECT_TRUE(g.owns(ptrs[4]));
+  auto d = g.describe(ptrs[4] + 5);
+  EXPECT_EQ(d.state, State::Quarantined);
+  EXPECT_EQ(d.relation, Relation::Inside);
+  EXPECT_EQ(d.offset, 5u);
+}
+
+TEST(GuardAllocator, QuarantineKeepsNoResidentMemory) {
+  GuardAllocatorConfig c = small();
+  GuardAllocator g(mate::device::host_backend(), c);
+  auto r = g.allocate(1 << 20);
+  ASSERT_TRUE(r);
+  std::memset(reinterpret_cast<void*>(r.ptr), 1, 1 << 20);
+  ASSERT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+  std::vector<unsigned char> vec((1 << 20) / kPage);
+  ASSERT_EQ(mincore(reinterpret_cast<void*>(r.ptr), 1 << 20, vec.data()), 0);
+  for (unsigned char v : vec) EXPECT_EQ(v & 1, 0);
+}
+
+TEST(GuardAllocator, DoubleAndInvalidFreeAreReported) {
+  GuardAllocator g(mate::device::host_backend(), small());
+  auto r = g.allocate(40);
+  ASSERT_TRUE(r);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(g.deallocate(r.ptr + 8), FreeResult::InvalidFree);
+  EXPECT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+  EXPECT_EQ(g.deallocate(r.ptr), FreeResult::DoubleFree);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("invalid free of"));
+  EXPECT_THAT(err, HasSubstr("it lies 8 bytes after the start of live allocation #1 of 40 bytes"));
+  EXPECT_THAT(err, HasSubstr("double free of"));
+  auto s = g.stats();
+  EXPECT_EQ(s.double_frees, 1u);
+  EXPECT_EQ(s.invalid_frees, 1u);
+}
+
+TEST(GuardAllocator, MappingRefusalIsSaidOnceAndFailsCleanly) {
+  WrappedBackend backend;
+  GuardAllocator g(backend, small());
+  auto ok = g.allocate(10);
+  ASSERT_TRUE(ok);
+  backend.refuse = true;
+  testing::internal::CaptureStderr();
+  auto a = g.allocate(10), b = g.allocate(10);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(a.error, AllocError::MappingRefused);
+  EXPECT_EQ(b.error, AllocError::MappingRefused);
+  EXPECT_THAT(err, HasSubstr("refused another mapping"));
+  EXPECT_THAT(err, HasSubstr("ENOMEM"));
+  EXPECT_THAT(err, HasSubstr("vm.max_map_count"));
+  EXPECT_EQ(err.find("refused", err.find("refused") + 1), std::string::npos) << "said twice: " << err;
+  backend.refuse = false;
+  // State intact: the live allocation still frees, new ones work.
+  EXPECT_EQ(g.deallocate(ok.ptr), FreeResult::Ok);
+  auto c = g.allocate(10);
+  EXPECT_TRUE(c);
+  EXPECT_EQ(g.stats().live, 1u);
+}
+
+TEST(GuardAllocator, SyncOnFreeSynchronizesBeforeTheCheck) {
+  WrappedBackend backend;
+  GuardAllocatorConfig c = small();
+  GuardAllocator g(backend, c);
+  g.deallocate(g.allocate(10).ptr);
+  EXPECT_EQ(backend.syncs.load(), 1);
+  c.sync_on_free = false;
+  GuardAllocator h(backend, c);
+  h.deallocate(h.allocate(10).ptr);
+  EXPECT_EQ(backend.syncs.load(), 1);
+}
+
+TEST(GuardAllocator, GraphCaptureIsRefusedWithTheSeedMessage) {
+  WrappedBackend backend;
+  backend.kind_ = mate::device::Kind::Musa;
+  GuardAllocator g(backend, small());
+  auto live = g.allocate(10);
+  ASSERT_TRUE(live);
+  backend.capture = true;
+  auto r = g.allocate(10);
+  EXPECT_EQ(r.error, AllocError::Capturing);
+  EXPECT_STREQ(r.message, "guard allocator debug mode does not support MUSA graph capture");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(g.deallocate(live.ptr), FreeResult::Capturing);
+  testing::internal::GetCapturedStderr();
+  backend.capture = false;
+  EXPECT_EQ(g.deallocate(live.ptr), FreeResult::Ok);
+}
+
+TEST(GuardAllocator, StatisticsCountLiveAndQuarantined) {
+  GuardAllocator g(mate::device::host_backend(), small());
+  auto a = g.allocate(10), b = g.allocate(20);
+  g.note_unguarded();
+  g.deallocate(a.ptr);
+  auto s = g.stats();
+  EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.frees, 1u);
+  EXPECT_EQ(s.live, 1u);
+  EXPECT_EQ(s.live_bytes, 20u);
+  EXPECT_EQ(s.quarantined, 1u);
+  EXPECT_EQ(s.quarantined_bytes, 3 * kPage);
+  EXPECT_EQ(s.unguarded, 1u);
+  g.deallocate(b.ptr);
+}
+
+TEST(GuardAllocator, ManyThreadsAllocatingAndFreeing) {
+  GuardAllocatorConfig c = small();
+  c.max_allocations = 1 << 14;
+  c.quarantine_bytes = 64 * kPage;
+  GuardAllocator g(mate::device::host_backend(), c);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::uintptr_t> mine;
+      for (int i = 0; i < 500; ++i) {
+        auto r = g.allocate(static_cast<std::size_t>(1 + (i * 37 + t) % 300));
+        if (!r) {
+          failures += 1;
+          continue;
+        }
+        std::memset(reinterpret_cast<void*>(r.ptr), t, g.size_of(r.ptr));
+        mine.push_back(r.ptr);
+        if (mine.size() > 8) {
+          if (g.deallocate(mine.front()) != FreeResult::Ok) failures += 1;
+          mine.erase(mine.begin());
+        }
+      }
+      for (auto p : mine)
+        if (g.deallocate(p) != FreeResult::Ok) failures += 1;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto s = g.stats();
+  EXPECT_EQ(s.allocations, 4000u);
+  EXPECT_EQ(s.frees, 4000u);
+  EXPECT_EQ(s.live, 0u);
+  EXPECT_LE(s.quarantined_bytes, 64 * kPage);
+}
+
+TEST(GuardAllocator, DescribeOutsideAnyAllocation) {
+  GuardAllocator g(mate::device::host_backend(), small());
+  int local = 0;
+  EXPECT_FALSE(g.describe(reinterpret_cast<std::uintptr_t>(&local)).found);
+}
+
+TEST(InstallGuardAllocator, RepeatedInstallsSameConfigDifferentConfig) {
+  GuardAllocatorConfig c;
+  c.max_allocations = 256;
+  GuardAllocator& a = mate::guard::install_guard_allocator(c);
+  EXPECT_EQ(&a, &mate::guard::install_guard_allocator(c));
+  EXPECT_EQ(mate::guard::installed_guard_allocator(), &a);
+  GuardAllocatorConfig other = c;
+  other.mode = Mode::Head;
+  try {
+    mate::guard::install_guard_allocator(other);
+    FAIL() << "no error";
+  } catch (const mate::guard::GuardError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("already installed with mode=tail"));
+    EXPECT_THAT(e.what(), HasSubstr("again with mode=head"));
+  }
+}
+
+TEST(InstallGuardAllocator, AfterTheFirstAllocationIsRefused) {
+  mate::guard::note_backend_allocation(mate::device::Kind::Musa);
+  GuardAllocatorConfig c;
+  c.backend = mate::device::Kind::Musa;
+  try {
+    mate::guard::install_guard_allocator(c);
+    FAIL() << "no error";
+  } catch (const mate::guard::GuardError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Guard allocator must be installed before the first MUSA allocation in the process"));
+  }
+}
+
+}  // namespace

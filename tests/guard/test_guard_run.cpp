@@ -1,0 +1,157 @@
+// `mate guard-run` as a user runs it: ordinary programs behave exactly as without it, the
+// example heap bugs end with the report the guide shows, exit statuses pass through.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "subprocess.hpp"
+
+namespace {
+
+using mate::testing::run;
+using ::testing::HasSubstr;
+
+// The preload library is built with the sanitizers in the asan preset, and an ASan runtime
+// cannot be preloaded into uninstrumented programs (ASan owns malloc), so these tests need a
+// plain build.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+class GuardRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (kSanitized) GTEST_SKIP() << "mate guard-run's preload library cannot run under AddressSanitizer";
+  }
+};
+
+const char* kPython = "import json; print(json.dumps(list(range(100000)))[:20])";
+
+TEST_F(GuardRun, PythonBehavesIdentically) {
+  auto plain = run({"python3", "-c", kPython});
+  auto guarded = run({MATE_BINARY, "guard-run", "--", "python3", "-c", kPython});
+  EXPECT_EQ(guarded.exit_code, plain.exit_code) << guarded.err;
+  EXPECT_EQ(guarded.out, plain.out);
+  EXPECT_EQ(guarded.out, "[0, 1, 2, 3, 4, 5, 6\n");
+  EXPECT_EQ(guarded.err, plain.err);
+}
+
+TEST_F(GuardRun, SortBehavesIdentically) {
+  mate::testing::RunOptions options;
+  std::string input;
+  for (int i = 0; i < 5000; ++i) input += std::to_string((i * 7919) % 5003) + "\n";
+  options.stdin_text = input;
+  auto plain = run({"sort", "-n"}, options);
+  for (const char* mode : {"tail", "head"}) {
+    auto guarded = run({MATE_BINARY, "guard-run", "--mode", mode, "--", "sort", "-n"}, options);
+    EXPECT_EQ(guarded.exit_code, 0) << guarded.err;
+    EXPECT_EQ(guarded.out, plain.out);
+    EXPECT_EQ(guarded.err, "");
+  }
+}
+
+TEST_F(GuardRun, ForkAndThreads) {
+  // Threads allocating at once, then a fork whose child allocates and exits.
+  const char* script =
+      "import os, threading\n"
+      "def work():\n"
+      "    for i in range(2000): bytearray(100 + i % 700)\n"
+      "ts = [threading.Thread(target=work) for _ in range(4)]\n"
+      "[t.start() for t in ts]; [t.join() for t in ts]\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
+      "    print('child', len(bytearray(5000))); os._exit(3)\n"
+      "_, status = os.waitpid(pid, 0)\n"
+      "print('parent', os.WEXITSTATUS(status))\n";
+  auto r = run({MATE_BINARY, "guard-run", "--", "python3", "-c", script});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("child 5000"));
+  EXPECT_THAT(r.out, HasSubstr("parent 3"));
+}
+
+TEST_F(GuardRun, TailModeReportsTheWritePastTheEnd) {
+  auto r = run({MATE_BINARY, "guard-run", "--mode", "tail", "--", MATE_HEAP_BUG, "past"});
+  EXPECT_EQ(r.exit_code, 128 + 11) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mate guard: overflow: SIGSEGV on a write to "));
+  EXPECT_THAT(r.err, HasSubstr("0 bytes past the end of allocation #"));
+  EXPECT_THAT(r.err, HasSubstr(" of 4000 bytes at ["));
+  EXPECT_THAT(r.err, HasSubstr("(tail mode, host memory"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("sum")));
+}
+
+TEST_F(GuardRun, HeadModeReportsTheUnderrun) {
+  auto r = run({MATE_BINARY, "guard-run", "--mode", "head", "--", MATE_HEAP_BUG, "before"});
+  EXPECT_EQ(r.exit_code, 128 + 11) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mate guard: underrun: SIGSEGV on a write to "));
+  EXPECT_THAT(r.err, HasSubstr("4 bytes before the start of allocation #"));
+  EXPECT_THAT(r.err, HasSubstr(" of 4000 bytes at ["));
+  EXPECT_THAT(r.err, HasSubstr("(head mode, host memory"));
+}
+
+TEST_F(GuardRun, TheOtherSideIsCaughtAtFreeWithAdvice) {
+  auto r = run({MATE_BINARY, "guard-run", "--mode", "tail", "--", MATE_HEAP_BUG, "before"});
+  EXPECT_EQ(r.exit_code, 128 + 6) << r.err;  // SIGABRT after the canary report
+  EXPECT_THAT(r.err, HasSubstr("canary corrupted at free: allocation #"));
+  EXPECT_THAT(r.err, HasSubstr("first corrupted byte: 4 bytes before the start"));
+  EXPECT_THAT(r.err, HasSubstr("rerun with --mode head"));
+}
+
+TEST_F(GuardRun, FreeOfAPointerIntoABufferIsAnInvalidFree) {
+  auto r = run({MATE_BINARY, "guard-run", "--", MATE_HEAP_BUG, "free_inside"});
+  EXPECT_EQ(r.exit_code, 128 + 6) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mate guard: invalid free of "));
+  EXPECT_THAT(r.err, HasSubstr("it lies 4 bytes after the start of live allocation #"));
+  EXPECT_THAT(r.err, HasSubstr(" of 4000 bytes at ["));
+}
+
+TEST_F(GuardRun, DeviceAllocationsThroughTheFakeDriverAreGuarded) {
+  mate::testing::RunOptions options;
+  options.env["MATE_FAKE_DRIVER_PATH"] = MATE_FAKE_DRIVER_LIBRARY;
+  auto ok = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_DEVICE_ALLOC_CHILD, "ok"}, options);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("done"));
+  EXPECT_THAT(ok.err, HasSubstr(" size 1000 mode tail cuda guard ["));
+  EXPECT_THAT(ok.err, HasSubstr(" size 500 mode tail cuda guard ["));
+  EXPECT_THAT(ok.err, HasSubstr("size 1000 canary intact"));
+  auto bad = run({MATE_BINARY, "guard-run", "--", MATE_DEVICE_ALLOC_CHILD, "overflow"}, options);
+  EXPECT_EQ(bad.exit_code, 128 + 11) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("mate guard: overflow: SIGSEGV on a write to "));
+  EXPECT_THAT(bad.err, HasSubstr("24 bytes past the end of allocation #1 of 1000 bytes"));
+  EXPECT_THAT(bad.err, HasSubstr("(tail mode, cuda memory"));
+  // Without guard-run the program finds no device entry points at all here (no toolkit).
+  EXPECT_EQ(run({MATE_DEVICE_ALLOC_CHILD, "ok"}).exit_code, 3);
+}
+
+TEST_F(GuardRun, LogAllocationsCorrelatesIds) {
+  auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_HEAP_BUG, "past"});
+  EXPECT_THAT(r.err, HasSubstr("mate guard: alloc #"));
+  EXPECT_THAT(r.err, HasSubstr(" size 4000 mode tail host guard ["));
+}
+
+TEST_F(GuardRun, ExitStatusAndErrors) {
+  EXPECT_EQ(run({MATE_BINARY, "guard-run", "--", "sh", "-c", "exit 7"}).exit_code, 7);
+  EXPECT_EQ(run({MATE_BINARY, "guard-run", "--", "sh", "-c", "kill -TERM $$"}).exit_code, 128 + 15);
+  auto missing = run({MATE_BINARY, "guard-run", "--", "no-such-program-mate"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_THAT(missing.err, HasSubstr("cannot run 'no-such-program-mate'"));
+  auto bad = run({MATE_BINARY, "guard-run", "--mode", "middle", "--", "true"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("middle"));
+  mate::testing::RunOptions options;
+  options.env["MATE_GUARD_MIN_BYTES"] = "-5";
+  auto bad_min = run({MATE_BINARY, "guard-run", "--", "true"}, options);
+  EXPECT_EQ(bad_min.exit_code, 2);
+  EXPECT_THAT(bad_min.err, HasSubstr("MATE_GUARD_MIN_BYTES"));
+}
+
+TEST_F(GuardRun, MinBytesLeavesSmallAllocationsUnguarded) {
+  mate::testing::RunOptions options;
+  options.env["MATE_GUARD_MIN_BYTES"] = "5000";
+  auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_HEAP_BUG, "past"}, options);
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("size 4000 mode")));
+}
+
+}  // namespace

@@ -1,0 +1,42 @@
+// The pluggable-allocator C ABI through the fake driver, loaded by name as a framework does.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "subprocess.hpp"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+mate::testing::RunResult run_hooks(const char* what, std::map<std::string, std::string> env = {}) {
+  mate::testing::RunOptions options;
+  options.env = std::move(env);
+  options.env["MATE_FAKE_DRIVER_PATH"] = MATE_FAKE_DRIVER_LIBRARY;
+  return mate::testing::run({MATE_HOOKS_CHILD, MATE_HOOKS_LIBRARY, what}, options);
+}
+
+TEST(PluggableAllocator, AllocatesGuardedDeviceMemory) {
+  auto r = run_hooks("ok", {{"MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS", "1"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("done"));
+  EXPECT_THAT(r.err, HasSubstr("mate_guard_alloc: unsupported device (device 1, size 16)"));
+  EXPECT_THAT(r.err, HasSubstr(" size 1000 mode tail cuda guard ["));
+  EXPECT_THAT(r.err, HasSubstr("canary intact"));
+}
+
+TEST(PluggableAllocator, OverflowFaultsWithAReport) {
+  auto r = run_hooks("overflow");
+  EXPECT_THAT(r.err, HasSubstr("mate guard: overflow: SIGSEGV on a write to "));
+  EXPECT_THAT(r.err, HasSubstr("24 bytes past the end of allocation #1 of 1000 bytes"));
+  EXPECT_THAT(r.err, HasSubstr("(tail mode, cuda memory"));
+}
+
+TEST(PluggableAllocator, HeadModeAndDoubleFree) {
+  auto r = run_hooks("double_free", {{"MATE_GUARD_ALLOCATOR_MODE", "head"}, {"MATE_DEVICE_DRIVER", "musa"}});
+  EXPECT_EQ(r.term_signal, SIGABRT) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mate guard: double free of "));
+  EXPECT_THAT(r.err, HasSubstr("(head mode, musa memory"));
+}
+
+}  // namespace
