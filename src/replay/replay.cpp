@@ -368,6 +368,9 @@ CallResult run_call(const CallRecord& call, const Options& o) {
     if (!r.message.empty()) r.message += "; ";
     if (!c.problem.empty()) {
       r.message += c.name + ": " + c.problem;
+    } else if (c.name == "return") {
+      r.message += "return: got " + fmt_double(c.got) + ", expected " + fmt_double(c.expected) + ", abs error " +
+                   fmt_double(c.max_abs_error) + ", rel error " + fmt_double(c.max_rel_error);
     } else {
       r.message += c.name + ": " + std::to_string(c.mismatched) + " of " + std::to_string(c.count) + " elements differ, max abs error " +
                    fmt_double(c.max_abs_error) + " at " + join_index(c.where) + " (got " + fmt_double(c.got) + ", expected " +

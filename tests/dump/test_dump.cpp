@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -310,7 +311,8 @@ TEST_F(DumpTest, DeviceTensorsAreCopiedInBoundedChunks) {
   x.dl.device = {kDLCUDA, 0};
   skip_me(&x.dl);
   mate::tensor::set_device_backend(mate::device::Kind::Cuda, nullptr);
-  EXPECT_EQ(backend.total, std::size_t{10} << 20);
+  // Level 10 includes level 5's statistics, which read the tensor too, also in chunks.
+  EXPECT_GE(backend.total, std::size_t{10} << 20);
   EXPECT_LE(backend.max_read, mate::dump::kDefaultChunkBytes);
   EXPECT_GE(backend.reads, 3u);
   auto d = dirs();
@@ -359,6 +361,7 @@ TEST_F(DumpTest, AnIoErrorMarksTheCallFailedAndDamagesNothing) {
     skip_me(&big.dl);
     add_one(&small.dl, &out.dl);
     skip_me(&big.dl);
+    std::fflush(stderr);
     std::_Exit(out.data[0] == 2.0f ? 0 : 3);
   }
   int status = 0;
