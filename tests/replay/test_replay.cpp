@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "mate/replay/registry.hpp"
 #include "mate/replay/replay.hpp"
 #include "mate/tensor/dtype.hpp"
+#include "mate/tensor/stats.hpp"
 #include "sample_ops.hpp"
 
 namespace {
@@ -220,6 +222,66 @@ TEST_F(ReplayTest, DamagedTensorFilesArePerCallErrors) {
   EXPECT_EQ(results[0].outcome, Outcome::Error);
   EXPECT_NE(results[0].message.find("truncated"), std::string::npos) << results[0].message;
   EXPECT_EQ(results[1].outcome, Outcome::Passed);
+}
+
+// A "device" whose memory is host memory, so host kernels can run on it: replay must allocate
+// and fill the rebuilt tensors through the device layer and read the results back through it.
+class HostBackedDevice : public mate::device::Backend {
+ public:
+  mate::device::Kind kind() const noexcept override { return mate::device::Kind::Cuda; }
+  const char* name() const noexcept override { return "host-backed-cuda"; }
+  std::size_t granularity() const noexcept override { return 4096; }
+  std::size_t default_alignment() const noexcept override { return 256; }
+  mate::device::Status reserve(std::size_t bytes, std::uintptr_t* base) noexcept override {
+    *base = reinterpret_cast<std::uintptr_t>(std::aligned_alloc(4096, bytes));
+    ++reserves;
+    return {};
+  }
+  mate::device::Status release(std::uintptr_t base, std::size_t) noexcept override {
+    std::free(reinterpret_cast<void*>(base));
+    ++releases;
+    return {};
+  }
+  mate::device::Status map(std::uintptr_t, std::size_t) noexcept override { return {}; }
+  mate::device::Status unmap(std::uintptr_t, std::size_t) noexcept override { return {}; }
+  mate::device::Status write(std::uintptr_t dst, const void* src, std::size_t bytes) noexcept override {
+    std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+    ++writes;
+    return {};
+  }
+  mate::device::Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
+    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    return {};
+  }
+  mate::device::Status fill(std::uintptr_t, unsigned char, std::size_t) noexcept override { return {}; }
+  mate::device::Status synchronize() noexcept override { return {}; }
+  int reserves = 0, releases = 0, writes = 0;
+};
+
+DLDeviceType g_seen_device = kDLCPU;
+void device_probe(const DLTensor* x, DLTensor* out) {
+  MATE_API("t.device_probe", x, out).outputs(MATE_ARGS(out)).run([&] {
+    g_seen_device = x->device.device_type;
+    static_cast<float*>(out->data)[0] = static_cast<const float*>(x->data)[0] * 3;
+  });
+}
+MATE_REPLAYABLE("t.device_probe", &device_probe);
+
+TEST_F(ReplayTest, DeviceTensorsAreRebuiltOnTheirDevice) {
+  HostBackedDevice device;
+  mate::tensor::set_device_backend(mate::device::Kind::Cuda, &device);
+  F32 x({2}, {1}), out({0}, {1});
+  x.dl.device = out.dl.device = {kDLCUDA, 0};
+  device_probe(&x.dl, &out.dl);
+  g_seen_device = kDLCPU;
+  auto results = replay();
+  mate::tensor::set_device_backend(mate::device::Kind::Cuda, nullptr);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Passed) << mate::replay::format_line(results[0]);
+  EXPECT_EQ(g_seen_device, kDLCUDA);
+  EXPECT_EQ(device.reserves, 2);
+  EXPECT_EQ(device.writes, 2);
+  EXPECT_EQ(device.releases, 2);
 }
 
 }  // namespace
