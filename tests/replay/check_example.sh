@@ -3,6 +3,9 @@
 # then `mate replay --lib` on the dumps passes every call.
 # usage: check_example.sh DEMO MATE KERNELS_SO
 set -euo pipefail
+# Under AddressSanitizer: the library's static copy of MATE is interposed by the program's on
+# purpose; report ODR violations only when the sizes differ (docs/dumps-and-replay.md).
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_odr_violation=1"
 demo=$1 mate=$2 lib=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
