@@ -328,12 +328,12 @@ CallResult run_call(const CallRecord& call, const Options& o) {
   } catch (const std::exception& e) {
     const bool raised_before = call.status == dump::CallStatus::Raised;
     r.outcome = raised_before ? Outcome::NoReference : Outcome::Error;
-    r.message = std::string(raised_before ? "no reference: raised again: " : "raised: ") + e.what();
+    r.message = std::string(raised_before ? "raised again, as in the original call: " : "raised: ") + e.what();
     return r;
   }
   if (call.status != dump::CallStatus::Completed) {
     r.outcome = Outcome::NoReference;
-    r.message = std::string("no reference outputs: the original call did not complete (status ") + dump::to_string(call.status) +
+    r.message = std::string("the original call did not complete (status ") + dump::to_string(call.status) +
                 (call.exception_message.empty() ? "" : ": " + call.exception_message) + (call.error.empty() ? "" : ": " + call.error) + ")";
     return r;
   }
@@ -358,7 +358,7 @@ CallResult run_call(const CallRecord& call, const Options& o) {
   }
   if (r.outputs.empty()) {
     r.outcome = Outcome::NoReference;
-    r.message = "no reference outputs: the dump records no outputs to compare";
+    r.message = "the dump records no outputs to compare";
     return r;
   }
   r.outcome = Outcome::Passed;
