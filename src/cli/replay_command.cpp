@@ -20,9 +20,11 @@ nlohmann::json to_json(const replay::CallResult& r) {
     if (c.problem.empty()) {
       o["max_abs_error"] = c.max_abs_error;
       o["max_rel_error"] = c.max_rel_error;
-      o["where"] = c.where;
-      o["got"] = c.got;
-      o["expected"] = c.expected;
+      if (!c.where.empty() || c.max_abs_error > 0) {  // the largest difference, when there is one
+        o["where"] = c.where;
+        o["got"] = c.got;
+        o["expected"] = c.expected;
+      }
     }
     outputs.push_back(o);
   }
