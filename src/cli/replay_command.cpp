@@ -2,10 +2,12 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "mate/dump/tensor_file.hpp"
+#include "mate/replay/guard_allocator.hpp"
 #include "mate/replay/replay.hpp"
 
 namespace mate::cli {
@@ -59,11 +61,15 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
+    std::unique_ptr<replay::TensorAllocator> guarded;
     if (f->guard_alloc) {
-      // The allocator plugs in through replay::TensorAllocator; this build has no guard component.
+#ifdef MATE_REPLAY_HAVE_GUARD
+      guarded = replay::make_guard_allocator(f->guard_mode.empty() ? "tail" : f->guard_mode);
+#else
       fmt::print(stderr, "mate replay: --guard-alloc is not available: this build of mate has no guarded allocator\n");
       exit_code = kExitUsage;
       return;
+#endif
     }
     if (f->exact && (f->rtol >= 0 || f->atol >= 0)) {
       fmt::print(stderr, "mate replay: --exact compares bit for bit; it cannot be combined with --rtol or --atol\n");
@@ -83,6 +89,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
     if (f->rtol >= 0) options.rtol = f->rtol;
     if (f->atol >= 0) options.atol = f->atol;
     options.exact = f->exact;
+    options.allocator = guarded.get();
     std::vector<replay::CallResult> results;
     try {
       results = replay::replay_all(f->dir, options);
