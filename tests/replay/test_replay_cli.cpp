@@ -124,4 +124,18 @@ TEST_F(ReplayCli, UsageErrors) {
   EXPECT_NE(r.out.find("no calls to replay"), std::string::npos) << r.out;
 }
 
+#ifdef MATE_REPLAY_HAVE_GUARD
+// The last "done when": a call that wrote out of bounds, replayed on guarded memory,
+// dies with the guard's report naming the overflow.
+TEST_F(ReplayCli, GuardAllocCatchesTheOutOfBoundsWriteOfAReplayedCall) {
+  ASSERT_EQ(produce("oob").exit_code, 0);
+  auto r = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--guard-alloc", "--guard-mode", "tail"});
+  EXPECT_NE(r.term_signal, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("past the end"), std::string::npos) << r.err;
+  // Without the guard the same replay runs (the write lands in heap slack) and compares.
+  auto plain = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+  EXPECT_EQ(plain.term_signal, 0) << plain.err;
+}
+#endif
+
 }  // namespace
