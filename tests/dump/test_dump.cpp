@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -67,6 +68,13 @@ void add_one(const DLTensor* x, DLTensor* out) {
 
 void skip_me(const DLTensor* x) {
   MATE_API("t.skip_me", x).run([] {});
+}
+
+enum class Layout { RowMajor = 0, ColMajor = 1 };
+std::string_view to_string(Layout l) { return l == Layout::RowMajor ? "RowMajor" : "ColMajor"; }
+
+void many(const std::vector<const DLTensor*>& xs, double eps, Layout layout, const char* tag, std::uint64_t big) {
+  MATE_API("t.many", xs, eps, layout, tag, big).run([] {});
 }
 
 void raises(const DLTensor* x, int code) {
@@ -394,6 +402,25 @@ TEST_F(DumpTest, AnUnusableDumpDirectoryDisablesDumpsWithOneMessage) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("cannot create MATE_DUMP_DIR="), std::string::npos) << err;
   EXPECT_EQ(err.find("cannot create"), err.rfind("cannot create")) << err;
+}
+
+TEST_F(DumpTest, ListsAndScalarsAreRecordedByValueAndTensorListsByFile) {
+  F32 a({1, 2}, {2}), b({3}, {1});
+  many({&a.dl, &b.dl}, std::nan(""), Layout::ColMajor, "tag \"quoted\"", ~std::uint64_t{0});
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  mate::dump::CallRecord c = mate::dump::read_call(d[0]);
+  ASSERT_EQ(c.inputs.size(), 5u);
+  ASSERT_EQ(c.inputs[0].kind, "list");
+  ASSERT_EQ(c.inputs[0].items.size(), 2u);
+  EXPECT_EQ(c.inputs[0].items[1].file, "inputs/00_xs.1.mtensor");
+  EXPECT_EQ(mate::dump::load_tensor(c, c.inputs[0].items[1]).data.size(), 4u);
+  EXPECT_TRUE(std::isnan(c.inputs[1].f));
+  EXPECT_EQ(c.inputs[2].kind, "enum");
+  EXPECT_EQ(c.inputs[2].i, 1);
+  EXPECT_EQ(c.inputs[2].s, "ColMajor");
+  EXPECT_EQ(c.inputs[3].s, "tag \"quoted\"");
+  EXPECT_EQ(c.inputs[4].u, ~std::uint64_t{0});
 }
 
 }  // namespace
