@@ -329,7 +329,16 @@ class Writer final : public log::CallHook {
     char seq[32];
     std::snprintf(seq, sizeof seq, "%08llu", static_cast<unsigned long long>(call.seq));
     d.dir = s.settings.root + "/" + utc_now(true) + "_pid" + std::to_string(::getpid()) + "_call" + seq + "_" + sanitize(call.name);
-    if (::mkdir(d.dir.c_str(), 0700) != 0) return fail(d, std::string("cannot create ") + d.dir + ": " + std::strerror(errno), false);
+    int made = ::mkdir(d.dir.c_str(), 0700);
+    if (made != 0 && errno == ENOENT) {
+      // The root was removed while the process runs (someone cleaned up the dumps): create it
+      // again, 0700, and retry once.
+      std::lock_guard lock(s.mutex);
+      s.root_ready = false;
+      if (ensure_root_locked(s)) made = ::mkdir(d.dir.c_str(), 0700);
+      else errno = ENOENT;
+    }
+    if (made != 0) return fail(d, std::string("cannot create ") + d.dir + ": " + std::strerror(errno), false);
     std::string error;
     if (!publish(d, &error)) return fail(d, error, true);
     if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/inputs").c_str(), 0700) != 0)

@@ -423,4 +423,16 @@ TEST_F(DumpTest, ListsAndScalarsAreRecordedByValueAndTensorListsByFile) {
   EXPECT_EQ(c.inputs[4].u, ~std::uint64_t{0});
 }
 
+TEST_F(DumpTest, ARemovedDumpRootIsCreatedAgain) {
+  F32 x({1}, {1});
+  skip_me(&x.dl);
+  fs::remove_all(root_ / "dumps");
+  skip_me(&x.dl);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(mate::dump::read_call(d[0]).status, CallStatus::Completed);
+  EXPECT_EQ(mode_of(root_ / "dumps"), 0700u);
+  EXPECT_EQ(mate::dump::totals().failed, 0u);
+}
+
 }  // namespace
