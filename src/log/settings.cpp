@@ -1,4 +1,5 @@
 // The level, destination, format and hooks, read from the registry once (or on reconfigure()).
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 
@@ -79,10 +80,12 @@ void set_level_for_testing(int level) {
 }
 
 void add_call_hook(CallHook* hook) {
+  // Does not read the registry: the dump writer installs its hook from a static initializer,
+  // before the registry may be usable. Loading keeps the hooks.
   detail::Shared& s = detail::shared();
   std::lock_guard lock(s.mutex);
-  if (!s.loaded) detail::load_locked(s);
-  s.settings.hooks.push_back(hook);
+  if (std::find(s.settings.hooks.begin(), s.settings.hooks.end(), hook) == s.settings.hooks.end())
+    s.settings.hooks.push_back(hook);
 }
 
 void remove_call_hook(CallHook* hook) {

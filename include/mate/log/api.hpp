@@ -96,7 +96,7 @@ class CallHook {
   virtual void before(const CallInfo& call, const std::vector<Arg>& inputs) = 0;
   virtual void after(const CallInfo& call, const std::vector<Arg>& outputs, const CallOutcome& outcome) = 0;
 };
-// The hook must stay alive until removed. Thread-safe.
+// The hook must stay alive until removed. Adding a hook already added does nothing. Thread-safe.
 void add_call_hook(CallHook* hook);
 void remove_call_hook(CallHook* hook);
 

@@ -1,0 +1,74 @@
+// mate/dump/call_record.hpp — one dumped call, read back: its metadata (call.json) and its
+// tensors. This is what `mate replay` and other tools read; the writer is the level-10 hook
+// (mate/dump/dump.hpp). docs/reference/dump-format.md specifies the layout.
+//
+// A call directory holds call.json, inputs/ and outputs/ (or inputs.safetensors and
+// outputs.safetensors). call.json is replaced atomically at each status change:
+//   writing_inputs -> inputs_saved -> completed | raised, or failed (I/O error while dumping).
+// Readers never crash on damaged files: every problem is a DumpError naming the file and what
+// is wrong.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mate/dump/tensor_file.hpp"
+
+namespace mate::dump {
+
+inline constexpr int kCallFormatVersion = 1;
+inline constexpr const char* kCallFile = "call.json";
+
+enum class CallStatus { WritingInputs, InputsSaved, Completed, Raised, Failed };
+const char* to_string(CallStatus s) noexcept;
+
+// One argument as recorded: scalars by value, tensors by reference to their file.
+struct RecordedArg {
+  std::string name;
+  // none, bool, int, uint, float, str, enum, tensor, list (log::Arg::Kind, lower case)
+  std::string kind;
+  std::string type;  // as logged: "f32", "i64", "str", "tensor", ...
+  bool b = false;
+  std::int64_t i = 0;  // int, enum
+  std::uint64_t u = 0;
+  double f = 0;
+  std::string s;     // str; enum label
+  std::string file;  // tensor: path relative to the call directory
+  std::string key;   // tensor in a safetensors file: its key
+  std::string error; // tensor that could not be saved: why
+  std::vector<RecordedArg> items;  // list
+};
+
+struct CallRecord {
+  std::string dir;  // the call directory
+  std::string function;
+  std::uint64_t seq = 0;
+  long pid = 0;
+  long tid = 0;
+  std::string mate_version;
+  std::string started;   // ISO 8601 UTC
+  std::string finished;  // "" until the call returned
+  CallStatus status = CallStatus::WritingInputs;
+  std::string tensor_format;  // "mate" or "safetensors"
+  std::string exception_type;
+  std::string exception_message;
+  std::string error;  // status failed: what went wrong while dumping
+  std::vector<RecordedArg> inputs;
+  std::vector<RecordedArg> outputs;
+};
+
+// Parses call.json's text (`dir` is kept in the record). Throws DumpError.
+CallRecord parse_call(std::string_view json_text, const std::string& dir);
+// Reads DIR/call.json. Throws DumpError.
+CallRecord read_call(const std::string& dir);
+// Loads a recorded tensor argument's snapshot. Throws DumpError.
+TensorRecord load_tensor(const CallRecord& call, const RecordedArg& arg);
+
+// The call directories at `path`: `path` itself when it holds call.json, else its
+// subdirectories named like call directories (`*_pid*_call*`), sorted by name, which is call
+// order. Throws DumpError when `path` is not a directory.
+std::vector<std::string> find_call_dirs(const std::string& path);
+
+}  // namespace mate::dump

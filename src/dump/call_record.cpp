@@ -1,0 +1,160 @@
+// Reading call.json and the tensors it refers to.
+#include "mate/dump/call_record.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "file_io.hpp"
+
+namespace mate::dump {
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::pair<CallStatus, const char*> kStatus[] = {
+    {CallStatus::WritingInputs, "writing_inputs"}, {CallStatus::InputsSaved, "inputs_saved"},
+    {CallStatus::Completed, "completed"},          {CallStatus::Raised, "raised"},
+    {CallStatus::Failed, "failed"},
+};
+
+std::string str_or(const json& j, const char* key, std::string fallback = "") {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+double float_value(const json& v) {
+  if (v.is_number()) return v.get<double>();
+  const std::string s = v.get<std::string>();  // non-finite values are written as text
+  if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (s == "inf") return std::numeric_limits<double>::infinity();
+  if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  throw DumpError("float value \"" + s + "\" is not a number, nan, inf or -inf");
+}
+
+RecordedArg parse_arg(const json& j, int depth) {
+  if (depth > 16) throw DumpError("arguments nested deeper than 16 lists");
+  if (!j.is_object()) throw DumpError("an argument is not a JSON object");
+  RecordedArg a;
+  a.name = j.at("name").get<std::string>();
+  a.kind = j.at("kind").get<std::string>();
+  a.type = str_or(j, "type");
+  if (a.kind == "bool") a.b = j.at("value").get<bool>();
+  else if (a.kind == "int" || a.kind == "enum") a.i = j.at("value").get<std::int64_t>();
+  else if (a.kind == "uint") a.u = j.at("value").get<std::uint64_t>();
+  else if (a.kind == "float") a.f = float_value(j.at("value"));
+  else if (a.kind == "str") a.s = j.at("value").get<std::string>();
+  else if (a.kind == "tensor") {
+    a.file = str_or(j, "file");
+    a.key = str_or(j, "key");
+    a.error = str_or(j, "error");
+    if (a.file.empty() && a.error.empty()) throw DumpError("tensor argument " + a.name + " names no file");
+    if (a.file.find("..") != std::string::npos || (!a.file.empty() && a.file[0] == '/'))
+      throw DumpError("tensor argument " + a.name + " names a file outside the call directory: " + a.file);
+  } else if (a.kind == "list") {
+    for (const json& item : j.at("items")) a.items.push_back(parse_arg(item, depth + 1));
+  } else if (a.kind != "none") {
+    throw DumpError("argument " + a.name + " has unknown kind \"" + a.kind + "\"");
+  }
+  if (a.kind == "enum") a.s = str_or(j, "label");
+  return a;
+}
+
+std::vector<RecordedArg> parse_args(const json& j, const char* key) {
+  std::vector<RecordedArg> out;
+  auto it = j.find(key);
+  if (it == j.end()) return out;
+  if (!it->is_array()) throw DumpError(std::string(key) + " is not a list");
+  for (const json& a : *it) out.push_back(parse_arg(a, 0));
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(CallStatus s) noexcept {
+  for (const auto& [status, name] : kStatus)
+    if (status == s) return name;
+  return "?";
+}
+
+CallRecord parse_call(std::string_view text, const std::string& dir) {
+  const std::string what = (fs::path(dir) / kCallFile).string();
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw DumpError(what + ": not valid JSON (truncated or corrupt)");
+  if (!j.is_object()) throw DumpError(what + ": not a JSON object");
+  CallRecord r;
+  r.dir = dir;
+  try {
+    if (str_or(j, "format") != "mate-dump") throw DumpError("format is not \"mate-dump\"");
+    const int version = j.at("version").get<int>();
+    if (version != kCallFormatVersion) throw DumpError("unsupported version " + std::to_string(version) + " (this reader reads 1)");
+    r.function = j.at("function").get<std::string>();
+    r.seq = j.at("seq").get<std::uint64_t>();
+    r.pid = j.value("pid", 0L);
+    r.tid = j.value("tid", 0L);
+    r.mate_version = str_or(j, "mate_version");
+    r.started = str_or(j, "started");
+    r.finished = str_or(j, "finished");
+    const std::string status = j.at("status").get<std::string>();
+    bool known = false;
+    for (const auto& [s, name] : kStatus) {
+      if (status == name) {
+        r.status = s;
+        known = true;
+      }
+    }
+    if (!known) throw DumpError("unknown status \"" + status + "\"");
+    r.tensor_format = j.at("tensor_format").get<std::string>();
+    if (r.tensor_format != "mate" && r.tensor_format != "safetensors")
+      throw DumpError("unknown tensor_format \"" + r.tensor_format + "\"");
+    if (auto e = j.find("exception"); e != j.end() && e->is_object()) {
+      r.exception_type = str_or(*e, "type");
+      r.exception_message = str_or(*e, "message");
+    }
+    r.error = str_or(j, "error");
+    r.inputs = parse_args(j, "inputs");
+    r.outputs = parse_args(j, "outputs");
+  } catch (const DumpError& e) {
+    throw DumpError(what + ": " + e.what());
+  } catch (const json::exception& e) {
+    throw DumpError(what + ": invalid field: " + e.what());
+  }
+  return r;
+}
+
+CallRecord read_call(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kCallFile).string();
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw DumpError(path + " is missing: the dump was interrupted before its metadata was written, or this is not a call directory");
+  return parse_call(detail::read_file(path), dir);
+}
+
+TensorRecord load_tensor(const CallRecord& call, const RecordedArg& arg) {
+  if (arg.kind != "tensor") throw DumpError("argument " + arg.name + " is not a tensor");
+  if (!arg.error.empty()) throw DumpError("tensor " + arg.name + " was not saved: " + arg.error);
+  const std::string path = (fs::path(call.dir) / arg.file).string();
+  if (call.tensor_format == "safetensors") return read_safetensors(path, arg.key);
+  return read_mtensor(path);
+}
+
+std::vector<std::string> find_call_dirs(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) throw DumpError(path + " is not a directory");
+  if (fs::exists(fs::path(path) / kCallFile, ec)) return {path};
+  std::vector<std::string> dirs;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory(ec) && name.find("_pid") != std::string::npos && name.find("_call") != std::string::npos)
+      dirs.push_back(entry.path().string());
+  }
+  if (ec) throw DumpError("cannot list " + path + ": " + ec.message());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+}  // namespace mate::dump

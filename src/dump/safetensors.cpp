@@ -1,0 +1,209 @@
+// safetensors files (https://github.com/huggingface/safetensors, "Format"): an 8-byte
+// little-endian header size N, N bytes of UTF-8 JSON starting with '{' (padding: trailing
+// spaces), then the byte buffer. Each tensor: {"dtype", "shape", "data_offsets": [begin, end]}
+// relative to the buffer, row-major contiguous, little-endian; the offsets cover the buffer with
+// no holes or overlaps. "__metadata__" is a string-to-string map: MATE keeps each tensor's
+// original strides, byte offset and device there.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "file_io.hpp"
+#include "mate/dump/tensor_file.hpp"
+
+namespace mate::dump {
+
+namespace {
+
+using json = nlohmann::json;
+using tensor::ScalarType;
+
+constexpr std::pair<ScalarType, const char*> kNames[] = {
+    {ScalarType::F64, "F64"},   {ScalarType::F32, "F32"},         {ScalarType::F16, "F16"},
+    {ScalarType::BF16, "BF16"}, {ScalarType::F8E4M3, "F8_E4M3"},  {ScalarType::F8E5M2, "F8_E5M2"},
+    {ScalarType::I8, "I8"},     {ScalarType::I16, "I16"},         {ScalarType::I32, "I32"},
+    {ScalarType::I64, "I64"},   {ScalarType::U8, "U8"},           {ScalarType::U16, "U16"},
+    {ScalarType::U32, "U32"},   {ScalarType::U64, "U64"},         {ScalarType::Bool, "BOOL"},
+};
+
+std::uint64_t contiguous_bytes(const tensor::TensorView& t) {
+  return static_cast<std::uint64_t>(t.numel()) * t.element_size();
+}
+
+std::string header_for(const std::vector<NamedTensor>& tensors) {
+  json h = json::object();
+  json meta = {{"format", "mate"}};
+  std::uint64_t at = 0;
+  for (const NamedTensor& n : tensors) {
+    const std::uint64_t size = contiguous_bytes(n.view);
+    h[n.key] = {{"dtype", safetensors_dtype(n.view.dtype())}, {"shape", n.view.shape()}, {"data_offsets", {at, at + size}}};
+    at += size;
+    meta["mate." + n.key + ".strides"] = json(n.view.strides()).dump();
+    meta["mate." + n.key + ".byte_offset"] = std::to_string(n.view.byte_offset());
+    meta["mate." + n.key + ".device"] = tensor::device_name(n.view.device());
+    meta["mate." + n.key + ".device_type"] = std::to_string(static_cast<int>(n.view.device().device_type));
+    meta["mate." + n.key + ".device_id"] = std::to_string(n.view.device().device_id);
+  }
+  h["__metadata__"] = meta;
+  std::string text = h.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the buffer starts 8-byte aligned
+  return text;
+}
+
+std::uint64_t read_u64le(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+// Row-major contiguous copy of a strided tensor whose touched bytes are `extent`.
+std::vector<std::uint8_t> gather(const tensor::TensorView& t, const std::vector<std::uint8_t>& extent) {
+  const std::size_t es = t.element_size();
+  std::vector<std::uint8_t> out(contiguous_bytes(t));
+  if (out.empty()) return out;
+  const int nd = t.ndim();
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(nd), 0);
+  const std::int64_t begin = t.extent().begin;
+  for (std::size_t k = 0; k < out.size(); k += es) {
+    std::int64_t off = 0;
+    for (int i = 0; i < nd; ++i) off += idx[static_cast<std::size_t>(i)] * t.stride(i);
+    std::memcpy(out.data() + k, extent.data() + (off * static_cast<std::int64_t>(es) - begin), es);
+    for (int i = nd - 1; i >= 0; --i) {
+      if (++idx[static_cast<std::size_t>(i)] < t.shape(i)) break;
+      idx[static_cast<std::size_t>(i)] = 0;
+    }
+  }
+  return out;
+}
+
+bool file_sink(void* context, const void* data, std::size_t bytes) {
+  return static_cast<detail::NewFile*>(context)->write(data, bytes);
+}
+
+}  // namespace
+
+std::string safetensors_dtype(DLDataType t) {
+  const ScalarType s = tensor::scalar_type(t);
+  for (const auto& [type, name] : kNames)
+    if (type == s) return name;
+  return "";
+}
+
+std::uint64_t safetensors_file_size(const std::vector<NamedTensor>& tensors) {
+  std::uint64_t total = 8 + header_for(tensors).size();
+  for (const NamedTensor& n : tensors) total += contiguous_bytes(n.view);
+  return total;
+}
+
+WriteResult write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors, const ReadOptions& options) {
+  WriteResult r;
+  for (const NamedTensor& n : tensors) {
+    if (safetensors_dtype(n.view.dtype()).empty()) {
+      r.error = "tensor " + n.key + " has dtype " + tensor::dtype_name(n.view.dtype()) + ", which safetensors cannot store";
+      return r;
+    }
+  }
+  detail::NewFile file(path);
+  const std::string header = header_for(tensors);
+  std::string prefix(8, '\0');
+  for (int i = 0; i < 8; ++i) prefix[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  bool ok = file.write(prefix.data(), 8) && file.write(header.data(), header.size());
+  for (const NamedTensor& n : tensors) {
+    if (!ok) break;
+    if (n.view.numel() == 0) continue;
+    std::string error;
+    if (n.view.is_contiguous() && n.view.extent().size() == static_cast<std::int64_t>(contiguous_bytes(n.view))) {
+      error = copy_extent(n.view, options, file_sink, &file);
+    } else {
+      try {
+        std::vector<std::uint8_t> packed = gather(n.view, read_extent(n.view, options));
+        if (!file.write(packed.data(), packed.size())) error = "write failed";
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!error.empty()) {
+      r.read_failed = file.ok();
+      r.error = file.ok() ? "tensor " + n.key + ": " + error : file.error();
+      ok = false;
+    }
+  }
+  if (ok && !file.commit()) r.error = file.error();
+  if (!ok && r.error.empty()) r.error = file.error();
+  r.bytes = file.written();
+  return r;
+}
+
+TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std::string_view what) {
+  auto bad = [&](const std::string& why) { return DumpError(std::string(what) + ": " + why); };
+  if (bytes.size() < 8) throw bad("truncated: shorter than the 8-byte header size");
+  const std::uint64_t n = read_u64le(bytes.data());
+  if (n > 100'000'000) throw bad("header size " + std::to_string(n) + " exceeds the format's limit of 100000000");
+  if (n > bytes.size() - 8) throw bad("truncated: header of " + std::to_string(n) + " bytes, file has " + std::to_string(bytes.size() - 8));
+  const std::string_view text = bytes.substr(8, n);
+  if (text.empty() || text[0] != '{') throw bad("header does not start with '{'");
+  json h = json::parse(text, nullptr, false);
+  if (h.is_discarded() || !h.is_object()) throw bad("header is not a JSON object");
+  const std::uint64_t buffer = bytes.size() - 8 - n;
+  TensorRecord out;
+  bool found = false;
+  try {
+    // Validate every entry as the specification requires: known dtype, offsets inside the
+    // buffer matching shape x dtype size, together covering the buffer without holes.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+    for (auto it = h.begin(); it != h.end(); ++it) {
+      if (it.key() == "__metadata__") continue;
+      const json& e = it.value();
+      const std::string dtype = e.at("dtype").get<std::string>();
+      std::optional<ScalarType> st;
+      for (const auto& [type, name] : kNames)
+        if (dtype == name) st = type;
+      if (!st) throw bad("tensor " + it.key() + " has unknown dtype \"" + dtype + "\"");
+      auto shape = e.at("shape").get<std::vector<std::int64_t>>();
+      if (static_cast<int>(shape.size()) > kMaxRank) throw bad("tensor " + it.key() + " has too many dimensions");
+      auto offs = e.at("data_offsets").get<std::vector<std::uint64_t>>();
+      if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > buffer) throw bad("tensor " + it.key() + " has data_offsets outside the buffer");
+      std::int64_t count = static_cast<std::int64_t>(tensor::element_size(tensor::dl_dtype(*st)));
+      for (std::int64_t d : shape)
+        if (d < 0 || detail::mul_overflows(count, d, &count)) throw bad("tensor " + it.key() + " has an invalid shape");
+      if (static_cast<std::uint64_t>(count) != offs[1] - offs[0]) throw bad("tensor " + it.key() + ": data_offsets do not match shape and dtype");
+      ranges.emplace_back(offs[0], offs[1]);
+      if (it.key() == key) {
+        found = true;
+        out.dtype = tensor::dl_dtype(*st);
+        out.shape = shape;
+        out.strides = tensor::contiguous_strides(shape);
+        const char* p = bytes.data() + 8 + n + offs[0];
+        out.data.assign(p, p + (offs[1] - offs[0]));
+      }
+    }
+    std::sort(ranges.begin(), ranges.end());
+    std::uint64_t at = 0;
+    for (auto [b, e] : ranges) {
+      if (b != at) throw bad("the byte buffer has a hole or overlap at offset " + std::to_string(std::min(b, at)));
+      at = e;
+    }
+    if (at != buffer) throw bad(at < buffer ? "bytes after the last tensor" : "truncated byte buffer");
+    if (!found) throw bad("no tensor named \"" + std::string(key) + "\"");
+    // MATE's metadata: the device, for rebuilding there (the layout stays contiguous).
+    if (h.contains("__metadata__")) {
+      const json& m = h["__metadata__"];
+      const std::string prefix = "mate." + std::string(key) + ".";
+      if (m.contains(prefix + "device_type"))
+        out.device.device_type = static_cast<DLDeviceType>(std::stoi(m.at(prefix + "device_type").get<std::string>()));
+      if (m.contains(prefix + "device_id")) out.device.device_id = std::stoi(m.at(prefix + "device_id").get<std::string>());
+    }
+  } catch (const json::exception& e) {
+    throw bad(std::string("invalid header: ") + e.what());
+  } catch (const std::logic_error& e) {  // stoi
+    throw bad(std::string("invalid metadata value: ") + e.what());
+  }
+  return out;
+}
+
+TensorRecord read_safetensors(const std::string& path, std::string_view key) {
+  return parse_safetensors(detail::read_file(path), key, path);
+}
+
+}  // namespace mate::dump

@@ -1,0 +1,200 @@
+// The default `.mtensor` format (docs/reference/dump-format.md) and the chunked copy of a
+// tensor's bytes out of host or device memory.
+#include "mate/dump/tensor_file.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "file_io.hpp"
+#include "mate/tensor/stats.hpp"
+
+namespace mate::dump {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::size_t kDataAlignment = 64;  // the data starts at a multiple of 64 in the file
+
+json layout_header(const tensor::TensorView& t) {
+  const DLDataType d = t.dtype();
+  const tensor::ByteExtent e = t.extent();
+  return json{{"format", "mate-tensor"},
+              {"version", kTensorFormatVersion},
+              {"dtype", tensor::dtype_name(d)},
+              {"dlpack_dtype", {{"code", d.code}, {"bits", d.bits}, {"lanes", d.lanes}}},
+              {"shape", t.shape()},
+              {"strides", t.strides()},
+              {"byte_offset", t.byte_offset()},
+              {"device", tensor::device_name(t.device())},
+              {"device_type", static_cast<int>(t.device().device_type)},
+              {"device_id", t.device().device_id},
+              {"data_begin", e.begin},
+              {"nbytes", e.size()}};
+}
+
+// The 16-byte prefix and the JSON header padded with spaces so the data is 64-byte aligned.
+std::string file_prefix(const tensor::TensorView& t) {
+  std::string header = layout_header(t).dump();
+  const std::size_t total = 16 + header.size();
+  header.append((kDataAlignment - total % kDataAlignment) % kDataAlignment, ' ');
+  std::string out(kTensorMagic, sizeof kTensorMagic);
+  std::uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  return out + header;
+}
+
+bool file_sink(void* context, const void* data, std::size_t bytes) {
+  return static_cast<detail::NewFile*>(context)->write(data, bytes);
+}
+
+std::uint64_t read_u64le(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+DLTensor TensorRecord::view_over(std::uintptr_t base) const {
+  DLTensor t{};
+  t.data = reinterpret_cast<void*>(base - static_cast<std::uintptr_t>(data_begin) - byte_offset);
+  t.device = device;
+  t.ndim = static_cast<std::int32_t>(shape.size());
+  t.dtype = dtype;
+  t.shape = const_cast<std::int64_t*>(shape.data());
+  t.strides = const_cast<std::int64_t*>(strides.data());
+  t.byte_offset = byte_offset;
+  return t;
+}
+
+std::string copy_extent(const tensor::TensorView& t, const ReadOptions& options, ByteSink sink, void* context) {
+  const tensor::ByteExtent e = t.extent();
+  if (e.size() == 0) return "";
+  if (t.dl().data == nullptr) return "the tensor's data pointer is null";
+  const std::uintptr_t lo = t.origin() + static_cast<std::uintptr_t>(e.begin);
+  const std::size_t total = static_cast<std::size_t>(e.size());
+  const std::size_t chunk = std::max<std::size_t>(options.chunk_bytes, 1);
+  const tensor::Memory m = t.memory();
+  if (m == tensor::Memory::Host) {
+    for (std::size_t done = 0; done < total;) {
+      const std::size_t n = std::min(chunk, total - done);
+      if (!sink(context, reinterpret_cast<const void*>(lo + done), n)) return "write failed";
+      done += n;
+    }
+    return "";
+  }
+  if (m == tensor::Memory::Other) return "memory of device " + tensor::device_name(t.device()) + " cannot be read";
+  device::Backend* backend = options.backend ? options.backend : tensor::device_backend(tensor::device_kind(m));
+  if (backend == nullptr) return "no device backend reads " + tensor::device_name(t.device()) + " memory";
+  std::vector<std::uint8_t> staging(std::min(chunk, total));
+  for (std::size_t done = 0; done < total;) {
+    const std::size_t n = std::min(staging.size(), total - done);
+    device::Status st = backend->read(staging.data(), lo + done, n);
+    if (!st.ok()) {
+      return std::string(backend->name()) + " read of " + tensor::device_name(t.device()) + " memory failed (" +
+             (st.what ? st.what : "?") + ", code " + std::to_string(st.code) + ")";
+    }
+    if (!sink(context, staging.data(), n)) return "write failed";
+    done += n;
+  }
+  return "";
+}
+
+std::vector<std::uint8_t> read_extent(const tensor::TensorView& t, const ReadOptions& options) {
+  std::vector<std::uint8_t> out;
+  out.reserve(static_cast<std::size_t>(t.extent().size()));
+  auto append = [](void* c, const void* data, std::size_t n) {
+    auto* v = static_cast<std::vector<std::uint8_t>*>(c);
+    v->insert(v->end(), static_cast<const std::uint8_t*>(data), static_cast<const std::uint8_t*>(data) + n);
+    return true;
+  };
+  std::string error = copy_extent(t, options, append, &out);
+  if (!error.empty()) throw DumpError(error);
+  return out;
+}
+
+std::uint64_t mtensor_file_size(const tensor::TensorView& t) {
+  return file_prefix(t).size() + static_cast<std::uint64_t>(t.extent().size());
+}
+
+WriteResult write_mtensor(const std::string& path, const tensor::TensorView& t, const ReadOptions& options) {
+  WriteResult r;
+  detail::NewFile file(path);
+  const std::string prefix = file_prefix(t);
+  if (file.write(prefix.data(), prefix.size())) {
+    std::string error = copy_extent(t, options, file_sink, &file);
+    if (!error.empty() && file.ok()) {
+      r.error = error;
+      r.read_failed = true;
+    }
+  }
+  if (r.error.empty() && !file.commit()) r.error = file.error();
+  if (!r.error.empty() && !file.error().empty()) r.error = file.error();
+  r.bytes = file.written();
+  return r;
+}
+
+TensorRecord parse_mtensor(std::string_view bytes, std::string_view what) {
+  auto bad = [&](const std::string& why) { return DumpError(std::string(what) + ": " + why); };
+  if (bytes.size() < 16) throw bad("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the 16-byte prefix");
+  if (std::memcmp(bytes.data(), kTensorMagic, 8) != 0) throw bad("not a MATE tensor file (magic is not MATETNSR)");
+  const std::uint64_t header_len = read_u64le(bytes.data() + 8);
+  if (header_len > kMaxHeaderBytes) throw bad("header length " + std::to_string(header_len) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes));
+  if (header_len > bytes.size() - 16) throw bad("truncated: header of " + std::to_string(header_len) + " bytes, file has " + std::to_string(bytes.size() - 16) + " after the prefix");
+  json h = json::parse(bytes.substr(16, header_len), nullptr, false);
+  if (h.is_discarded() || !h.is_object()) throw bad("header is not a JSON object");
+  TensorRecord r;
+  try {
+    if (h.at("format").get<std::string>() != "mate-tensor") throw bad("header format is not \"mate-tensor\"");
+    const int version = h.at("version").get<int>();
+    if (version != kTensorFormatVersion) throw bad("unsupported version " + std::to_string(version) + " (this reader reads 1)");
+    const json& d = h.at("dlpack_dtype");
+    const int code = d.at("code").get<int>(), bits = d.at("bits").get<int>(), lanes = d.at("lanes").get<int>();
+    if (code < 0 || code > 255 || bits <= 0 || bits > 255 || lanes <= 0 || lanes > 65535) throw bad("invalid dlpack_dtype");
+    r.dtype = DLDataType{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits), static_cast<std::uint16_t>(lanes)};
+    r.shape = h.at("shape").get<std::vector<std::int64_t>>();
+    r.strides = h.at("strides").get<std::vector<std::int64_t>>();
+    r.byte_offset = h.at("byte_offset").get<std::uint64_t>();
+    r.device.device_type = static_cast<DLDeviceType>(h.at("device_type").get<int>());
+    r.device.device_id = h.at("device_id").get<int>();
+    r.data_begin = h.at("data_begin").get<std::int64_t>();
+    const std::int64_t nbytes = h.at("nbytes").get<std::int64_t>();
+    if (r.shape.size() != r.strides.size()) throw bad("shape and strides have different lengths");
+    if (static_cast<int>(r.shape.size()) > kMaxRank) throw bad("rank " + std::to_string(r.shape.size()) + " exceeds " + std::to_string(kMaxRank));
+    // The extent the layout implies must be exactly what the file stores.
+    const std::int64_t es = static_cast<std::int64_t>(tensor::element_size(r.dtype));
+    std::int64_t lo = 0, hi = 0;
+    bool empty = false;
+    for (std::size_t i = 0; i < r.shape.size(); ++i) {
+      if (r.shape[i] < 0) throw bad("negative dimension in shape");
+      if (r.shape[i] == 0) empty = true;
+    }
+    if (!empty) {
+      for (std::size_t i = 0; i < r.shape.size(); ++i) {
+        std::int64_t span = 0;
+        if (detail::mul_overflows(r.shape[i] - 1, r.strides[i], &span) || detail::mul_overflows(span, es, &span))
+          throw bad("shape and strides overflow 64 bits");
+        if (__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)) throw bad("extent overflows 64 bits");
+      }
+      if (__builtin_add_overflow(hi, es, &hi)) throw bad("extent overflows 64 bits");
+    }
+    if (r.data_begin != lo || nbytes != hi - lo)
+      throw bad("stored byte range (data_begin " + std::to_string(r.data_begin) + ", nbytes " + std::to_string(nbytes) +
+                ") does not match the layout (" + std::to_string(lo) + ", " + std::to_string(hi - lo) + ")");
+    const std::uint64_t data_at = 16 + header_len;
+    if (bytes.size() - data_at != static_cast<std::uint64_t>(nbytes))
+      throw bad(bytes.size() - data_at < static_cast<std::uint64_t>(nbytes)
+                    ? "truncated: " + std::to_string(bytes.size() - data_at) + " of " + std::to_string(nbytes) + " data bytes"
+                    : "trailing bytes after the data");
+    r.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_at), bytes.end());
+  } catch (const json::exception& e) {
+    throw bad(std::string("invalid header: ") + e.what());
+  }
+  return r;
+}
+
+TensorRecord read_mtensor(const std::string& path) { return parse_mtensor(detail::read_file(path), path); }
+
+}  // namespace mate::dump

@@ -1,0 +1,492 @@
+// The level-10 writer: a log call hook that dumps each selected call (see mate/dump/dump.hpp).
+//
+// Invariants:
+//  * Size cap: `used + reserved` never exceeds the cap. A call reserves, before it writes
+//    anything, its input files' size twice (inputs, and the same again as the bound for its
+//    outputs) plus room for metadata; when it ends, the reservation is replaced by what it
+//    actually wrote. Outputs larger than the reservation are written only if they still fit.
+//  * call.json is only ever replaced whole (write_file_atomically), and only names tensor files
+//    that are complete.
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "mate/config.hpp"
+#include "mate/core/atomic_file.hpp"
+#include "mate/core/pattern_list.hpp"
+#include "mate/dump/call_record.hpp"
+#include "mate/dump/dump.hpp"
+#include "mate/log/api.hpp"
+
+// Referenced by a linker option of mate::dump (--undefined) so that static linking keeps this
+// file, whose static initializer installs the hook.
+extern "C" {
+[[gnu::used]] int mate_dump_hook_anchor = 0;
+}
+
+namespace mate::dump {
+
+namespace detail {
+log::CallHook* level10_hook();
+}
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t kMetadataAllowance = 64 * 1024;
+
+struct Settings {
+  bool enabled = false;
+  std::string root;
+  std::uint64_t max_bytes = 0;
+  std::int64_t max_count = 0;
+  double max_gb = 0;
+  bool safetensors = false;
+  core::PatternList include, exclude;
+};
+
+// A tensor to write: its file (and key in a safetensors file) and where its JSON entry is.
+struct TensorJob {
+  std::string file;
+  std::string key;
+  tensor::TensorMeta meta;
+  json::json_pointer slot;
+};
+
+struct ActiveDump {
+  std::string dir;
+  json meta;
+  std::uint64_t reserved = 0;
+  std::uint64_t written = 0;
+};
+
+struct State {
+  std::mutex mutex;
+  bool loaded = false;
+  bool banner_shown = false;
+  bool root_ready = false;
+  Settings settings;
+  Totals totals;
+  std::uint64_t reserved = 0;  // bytes reserved by calls in progress
+  bool warned_count = false, warned_size = false, warned_io = false;
+  std::map<std::uint64_t, ActiveDump> active;  // by call sequence number
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: calls may run during static destruction
+  return *s;
+}
+
+void warn(const std::string& message) { std::fprintf(stderr, "mate: %s\n", message.c_str()); }
+
+void load_locked(State& s) {
+  Settings next;
+  try {
+    next.root = config::dump_dir();
+    next.max_gb = config::dump_max_size_gb();
+    next.max_bytes = static_cast<std::uint64_t>(std::min(next.max_gb * 1e9, 1.8e19));
+    next.max_count = config::dump_max_count();
+    next.safetensors = config::dump_safetensors();
+    next.include = core::PatternList(config::dump_include());
+    next.exclude = core::PatternList(config::dump_exclude());
+    next.enabled = true;
+  } catch (const std::exception& e) {
+    warn(std::string("level-10 dumps disabled: ") + e.what());
+  }
+  s.settings = std::move(next);
+  s.loaded = true;
+}
+
+// Creates the root (0700) once. Returns false, with one warning, when it cannot.
+bool ensure_root_locked(State& s) {
+  if (s.root_ready) return true;
+  const fs::path root(s.settings.root);
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    if (root.has_parent_path()) fs::create_directories(root.parent_path(), ec);
+    if (::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) {
+      warn("level-10 dumps disabled: cannot create MATE_DUMP_DIR=" + s.settings.root + ": " + std::strerror(errno));
+      s.settings.enabled = false;
+      return false;
+    }
+    if (!fs::is_directory(root, ec)) {
+      warn("level-10 dumps disabled: MATE_DUMP_DIR=" + s.settings.root + " is not a directory");
+      s.settings.enabled = false;
+      return false;
+    }
+  }
+  s.root_ready = true;
+  return true;
+}
+
+std::string utc_now(bool for_name) {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  tm t{};
+  ::gmtime_r(&ts.tv_sec, &t);
+  char buf[64];
+  const int ms = static_cast<int>(ts.tv_nsec / 1000000);
+  if (for_name) {
+    std::snprintf(buf, sizeof buf, "%04d%02d%02d_%02d%02d%02d_%03d", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                  t.tm_hour, t.tm_min, t.tm_sec, ms);
+  } else {
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", t.tm_year + 1900, t.tm_mon + 1,
+                  t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000);
+  }
+  return buf;
+}
+
+// Letters, digits, '.', '-' and '_' are kept; anything else becomes '_'.
+std::string sanitize(std::string_view name) {
+  std::string out;
+  for (char c : name) out.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_');
+  if (out.empty()) out = "_";
+  return out.substr(0, 100);
+}
+
+const char* kind_name(log::Arg::Kind k) {
+  switch (k) {
+    case log::Arg::Kind::None: return "none";
+    case log::Arg::Kind::Bool: return "bool";
+    case log::Arg::Kind::Int: return "int";
+    case log::Arg::Kind::UInt: return "uint";
+    case log::Arg::Kind::Float: return "float";
+    case log::Arg::Kind::String: return "str";
+    case log::Arg::Kind::Enum: return "enum";
+    case log::Arg::Kind::Tensor: return "tensor";
+    case log::Arg::Kind::List: return "list";
+  }
+  return "none";
+}
+
+// The JSON entry of one argument; tensors become jobs writing into `phase`/.
+json describe(const log::Arg& a, const std::string& phase, const std::string& file_stem, bool safetensors,
+              const json::json_pointer& slot, std::vector<TensorJob>& jobs) {
+  json j = {{"name", a.name}, {"kind", kind_name(a.kind)}, {"type", a.type}};
+  switch (a.kind) {
+    case log::Arg::Kind::Bool: j["value"] = a.b; break;
+    case log::Arg::Kind::Int: j["value"] = a.i; break;
+    case log::Arg::Kind::UInt: j["value"] = a.u; break;
+    case log::Arg::Kind::Float:
+      if (std::isnan(a.f)) j["value"] = "nan";
+      else if (std::isinf(a.f)) j["value"] = a.f > 0 ? "inf" : "-inf";
+      else j["value"] = a.f;
+      break;
+    case log::Arg::Kind::String: j["value"] = a.s; break;
+    case log::Arg::Kind::Enum:
+      j["value"] = a.i;
+      if (!a.s.empty()) j["label"] = a.s;
+      break;
+    case log::Arg::Kind::Tensor: {
+      const tensor::TensorView v = a.tensor->view();
+      j["dtype"] = tensor::dtype_name(v.dtype());
+      j["shape"] = v.shape();
+      j["strides"] = v.strides();
+      j["byte_offset"] = v.byte_offset();
+      j["device"] = tensor::device_name(v.device());
+      TensorJob job{safetensors ? phase + ".safetensors" : phase + "/" + file_stem + ".mtensor",
+                    safetensors ? file_stem : "", *a.tensor, slot};
+      j["file"] = job.file;
+      if (safetensors) j["key"] = job.key;
+      jobs.push_back(std::move(job));
+      break;
+    }
+    case log::Arg::Kind::List: {
+      json items = json::array();
+      for (std::size_t k = 0; k < a.items.size(); ++k)
+        items.push_back(describe(a.items[k], phase, file_stem + "." + std::to_string(k), safetensors,
+                                 slot / "items" / k, jobs));
+      j["items"] = std::move(items);
+      break;
+    }
+    case log::Arg::Kind::None: break;
+  }
+  return j;
+}
+
+json describe_all(const std::vector<log::Arg>& args, const std::string& phase, bool safetensors, std::vector<TensorJob>& jobs) {
+  json out = json::array();
+  for (std::size_t k = 0; k < args.size(); ++k) {
+    char idx[32];
+    std::snprintf(idx, sizeof idx, "%02zu_", k);
+    out.push_back(describe(args[k], phase, idx + sanitize(args[k].name), safetensors, json::json_pointer("/" + phase) / k, jobs));
+  }
+  return out;
+}
+
+std::uint64_t estimate(const std::vector<TensorJob>& jobs, bool safetensors) {
+  if (safetensors) {
+    std::vector<NamedTensor> named;
+    for (const TensorJob& j : jobs) named.push_back({j.key, j.meta.view()});
+    return jobs.empty() ? 0 : safetensors_file_size(named);
+  }
+  std::uint64_t total = 0;
+  for (const TensorJob& j : jobs) total += mtensor_file_size(j.meta.view());
+  return total;
+}
+
+// Writes the tensors of one phase. Memory that cannot be read is recorded on the argument and
+// is not an error of the dump; a file-system error is (returned).
+std::string write_tensors(const std::string& dir, std::vector<TensorJob>& jobs, bool safetensors, json& meta,
+                          std::uint64_t& written) {
+  if (jobs.empty()) return "";
+  if (safetensors) {
+    std::vector<NamedTensor> named;
+    for (const TensorJob& j : jobs) named.push_back({j.key, j.meta.view()});
+    WriteResult r = write_safetensors(dir + "/" + jobs.front().file, named);
+    written += r.bytes;
+    if (r.read_failed) {
+      for (TensorJob& j : jobs) meta[j.slot]["error"] = r.error, meta[j.slot].erase("file"), meta[j.slot].erase("key");
+      return "";
+    }
+    return r.error;
+  }
+  for (TensorJob& j : jobs) {
+    WriteResult r = write_mtensor(dir + "/" + j.file, j.meta.view());
+    written += r.bytes;
+    if (r.read_failed) {
+      meta[j.slot]["error"] = r.error;
+      meta[j.slot].erase("file");
+    } else if (!r.ok()) {
+      return r.error;
+    }
+  }
+  return "";
+}
+
+bool publish(const ActiveDump& d, std::string* error) {
+  const std::string text = d.meta.dump(2) + "\n";
+  std::string step;
+  std::error_code ec = core::write_file_atomically(d.dir + "/" + kCallFile, text, 0600, &step);
+  if (ec && error) *error = "cannot write " + d.dir + "/" + kCallFile + " (" + step + "): " + ec.message();
+  return !ec;
+}
+
+class Writer final : public log::CallHook {
+ public:
+  void before(const log::CallInfo& call, const std::vector<log::Arg>& inputs) override {
+    if (call.level < 10) return;
+    State& s = state();
+    ActiveDump d;
+    std::vector<TensorJob> jobs;
+    bool safetensors = false;
+    {
+      std::lock_guard lock(s.mutex);
+      if (!s.loaded) load_locked(s);
+      if (!s.settings.enabled) return;
+      if (!s.banner_shown) {
+        s.banner_shown = true;
+        std::error_code ec;
+        fs::path abs = fs::absolute(s.settings.root, ec);
+        warn("MATE_LOGLEVEL=10: dumping the inputs and outputs of API calls to " + (ec ? s.settings.root : abs.string()) +
+             " (dumps can hold sensitive data; the directory is created with mode 0700)");
+      }
+      if (!core::selected(call.name, s.settings.include, s.settings.exclude)) return;
+      if (s.totals.calls >= static_cast<std::uint64_t>(s.settings.max_count)) {
+        ++s.totals.skipped_count;
+        if (!s.warned_count) {
+          s.warned_count = true;
+          warn("dump count cap reached: MATE_DUMP_MAX_COUNT=" + std::to_string(s.settings.max_count) +
+               " calls dumped; further calls are not dumped (raise MATE_DUMP_MAX_COUNT to dump more)");
+        }
+        return;
+      }
+      safetensors = s.settings.safetensors;
+      d.meta = {{"format", "mate-dump"}, {"version", kCallFormatVersion}, {"function", call.name}, {"seq", call.seq},
+                {"pid", static_cast<long>(::getpid())}, {"tid", static_cast<long>(::gettid())},
+                {"mate_version", MATE_VERSION_STRING}, {"started", utc_now(false)},
+                {"status", to_string(CallStatus::WritingInputs)},
+                {"tensor_format", safetensors ? "safetensors" : "mate"}};
+      d.meta["inputs"] = describe_all(inputs, "inputs", safetensors, jobs);
+      const std::uint64_t in = estimate(jobs, safetensors);
+      d.reserved = 2 * in + kMetadataAllowance;
+      if (s.totals.bytes + s.reserved + d.reserved > s.settings.max_bytes) {
+        ++s.totals.skipped_size;
+        if (!s.warned_size) {
+          s.warned_size = true;
+          warn("dump size cap reached: MATE_DUMP_MAX_SIZE_GB=" + fmt_gb(s.settings.max_gb) + " (" +
+               std::to_string(s.settings.max_bytes) + " bytes); " + std::to_string(s.totals.bytes) +
+               " bytes dumped, the dump of " + call.name + " needs up to " + std::to_string(d.reserved) +
+               "; further calls that do not fit are not dumped (raise MATE_DUMP_MAX_SIZE_GB to dump more)");
+        }
+        return;
+      }
+      if (!ensure_root_locked(s)) return;
+      ++s.totals.calls;
+      s.reserved += d.reserved;
+    }
+    char seq[32];
+    std::snprintf(seq, sizeof seq, "%08llu", static_cast<unsigned long long>(call.seq));
+    d.dir = s.settings.root + "/" + utc_now(true) + "_pid" + std::to_string(::getpid()) + "_call" + seq + "_" + sanitize(call.name);
+    int made = ::mkdir(d.dir.c_str(), 0700);
+    if (made != 0 && errno == ENOENT) {
+      // The root was removed while the process runs (someone cleaned up the dumps): create it
+      // again, 0700, and retry once.
+      std::lock_guard lock(s.mutex);
+      s.root_ready = false;
+      if (ensure_root_locked(s)) made = ::mkdir(d.dir.c_str(), 0700);
+      else errno = ENOENT;
+    }
+    if (made != 0) return fail(d, std::string("cannot create ") + d.dir + ": " + std::strerror(errno), false);
+    std::string error;
+    if (!publish(d, &error)) return fail(d, error, true);
+    if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/inputs").c_str(), 0700) != 0)
+      return fail(d, std::string("cannot create ") + d.dir + "/inputs: " + std::strerror(errno), true);
+    error = write_tensors(d.dir, jobs, safetensors, d.meta, d.written);
+    if (!error.empty()) return fail(d, error, true);
+    d.meta["status"] = to_string(CallStatus::InputsSaved);
+    if (!publish(d, &error)) return fail(d, error, true);
+    std::lock_guard lock(s.mutex);
+    s.active.emplace(call.seq, std::move(d));
+  }
+
+  void after(const log::CallInfo& call, const std::vector<log::Arg>& outputs, const log::CallOutcome& outcome) override {
+    if (call.level < 10) return;
+    State& s = state();
+    ActiveDump d;
+    {
+      std::lock_guard lock(s.mutex);
+      auto it = s.active.find(call.seq);
+      if (it == s.active.end()) return;
+      d = std::move(it->second);
+      s.active.erase(it);
+    }
+    d.meta["finished"] = utc_now(false);
+    d.meta["elapsed_us"] = outcome.elapsed_us;
+    std::string error;
+    if (outcome.threw) {
+      d.meta["status"] = to_string(CallStatus::Raised);
+      d.meta["exception"] = {{"type", outcome.exception_type}, {"message", outcome.exception_message}};
+      if (!publish(d, &error)) return fail(d, error, true);
+      return finish(d);
+    }
+    const bool safetensors = d.meta["tensor_format"] == "safetensors";
+    std::vector<TensorJob> jobs;
+    d.meta["outputs"] = describe_all(outputs, "outputs", safetensors, jobs);
+    const std::uint64_t need = estimate(jobs, safetensors);
+    if (d.written + need + kMetadataAllowance > d.reserved && !grow_reservation(d, need, call.name)) {
+      // The outputs do not fit under the size cap: recorded as not saved, never half-written.
+      for (TensorJob& j : jobs) {
+        d.meta[j.slot]["error"] = "not saved: MATE_DUMP_MAX_SIZE_GB would be exceeded";
+        d.meta[j.slot].erase("file");
+        d.meta[j.slot].erase("key");
+      }
+      jobs.clear();
+    }
+    if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/outputs").c_str(), 0700) != 0)
+      return fail(d, std::string("cannot create ") + d.dir + "/outputs: " + std::strerror(errno), true);
+    error = write_tensors(d.dir, jobs, safetensors, d.meta, d.written);
+    if (!error.empty()) return fail(d, error, true);
+    d.meta["status"] = to_string(CallStatus::Completed);
+    if (!publish(d, &error)) return fail(d, error, true);
+    finish(d);
+  }
+
+ private:
+  static std::string fmt_gb(double gb) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", gb);
+    return buf;
+  }
+
+  // Extends d's reservation to cover `need` more bytes when the cap allows.
+  static bool grow_reservation(ActiveDump& d, std::uint64_t need, const char* name) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    const std::uint64_t want = d.written + need + kMetadataAllowance;
+    if (want <= d.reserved) return true;
+    if (s.totals.bytes + s.reserved + (want - d.reserved) > s.settings.max_bytes) {
+      if (!s.warned_size) {
+        s.warned_size = true;
+        warn("dump size cap reached: MATE_DUMP_MAX_SIZE_GB=" + fmt_gb(s.settings.max_gb) + " (" +
+             std::to_string(s.settings.max_bytes) + " bytes); the outputs of " + name +
+             " are not saved (raise MATE_DUMP_MAX_SIZE_GB to dump more)");
+      }
+      return false;
+    }
+    s.reserved += want - d.reserved;
+    d.reserved = want;
+    return true;
+  }
+
+  // Replaces the call's reservation by the bytes it wrote (metadata included).
+  static void finish(ActiveDump& d) {
+    State& s = state();
+    std::error_code ec;
+    const auto meta = fs::file_size(d.dir + "/" + kCallFile, ec);
+    std::lock_guard lock(s.mutex);
+    s.reserved -= d.reserved;
+    s.totals.bytes += d.written + (ec ? 0 : meta);
+  }
+
+  // An I/O error: mark the directory failed (or remove it), warn once, keep the API running.
+  static void fail(ActiveDump& d, const std::string& error, bool dir_exists) {
+    if (dir_exists) {
+      d.meta["status"] = to_string(CallStatus::Failed);
+      d.meta["error"] = error;
+      if (!publish(d, nullptr)) {
+        std::error_code ec;
+        fs::remove_all(d.dir, ec);
+        d.written = 0;
+      }
+    }
+    State& s = state();
+    {
+      std::lock_guard lock(s.mutex);
+      ++s.totals.failed;
+      if (!s.warned_io) {
+        s.warned_io = true;
+        warn("dump failed: " + error + "; the call directory is marked failed, the API keeps running "
+             "(further dump failures are counted, not reported)");
+      }
+    }
+    finish(d);
+  }
+};
+
+// Installs the hook when the program starts (the log reads its settings later, on first use).
+const bool installed = [] {
+  log::add_call_hook(detail::level10_hook());
+  return true;
+}();
+
+}  // namespace
+
+namespace detail {
+// Extern, not file-local: a kernel library that links MATE statically and is loaded into a
+// program that has MATE too (`mate replay --lib`) binds this to the program's one writer, and
+// add_call_hook ignores the second registration of the same hook.
+log::CallHook* level10_hook() {
+  static Writer* w = new Writer();  // never destroyed, like the log's hook list
+  return w;
+}
+}  // namespace detail
+
+void reconfigure() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  load_locked(s);
+  s.totals = {};
+  s.reserved = 0;
+  s.banner_shown = s.root_ready = false;
+  s.warned_count = s.warned_size = s.warned_io = false;
+}
+
+Totals totals() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.totals;
+}
+
+}  // namespace mate::dump

@@ -1,0 +1,452 @@
+// Replaying one dumped call: rebuild the arguments, run the registered function, compare.
+#include "mate/replay/replay.hpp"
+
+#include <fnmatch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+
+#include "mate/dump/call_record.hpp"
+#include "mate/replay/registry.hpp"
+#include "mate/tensor/stats.hpp"
+
+namespace mate::replay {
+
+namespace {
+
+using dump::CallRecord;
+using dump::RecordedArg;
+using dump::TensorRecord;
+using tensor::ScalarType;
+
+device::Backend* backend_for(DLDevice d) {
+  const tensor::Memory m = tensor::memory_of(d);
+  if (m == tensor::Memory::Host) return &device::host_backend();
+  if (m == tensor::Memory::Other) return nullptr;
+  return tensor::device_backend(tensor::device_kind(m));
+}
+
+class DefaultAllocator final : public TensorAllocator {
+ public:
+  std::uintptr_t allocate(DLDevice device, std::size_t bytes) override {
+    const tensor::Memory m = tensor::memory_of(device);
+    if (m == tensor::Memory::Host) {
+      void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+      if (p == nullptr) throw std::runtime_error("out of host memory for " + std::to_string(bytes) + " bytes");
+      return reinterpret_cast<std::uintptr_t>(p);
+    }
+    device::Backend* b = backend_for(device);
+    if (b == nullptr) throw std::runtime_error("no device backend allocates " + tensor::device_name(device) + " memory");
+    const std::size_t g = b->granularity();
+    const std::size_t size = (bytes + g - 1) / g * g;
+    std::uintptr_t base = 0;
+    device::Status st = b->reserve(size, &base);
+    if (st.ok()) {
+      st = b->map(base, size);
+      if (!st.ok()) b->release(base, size);
+    }
+    if (!st.ok())
+      throw std::runtime_error(std::string("cannot allocate ") + std::to_string(bytes) + " bytes of " +
+                               tensor::device_name(device) + " memory (" + (st.what ? st.what : "?") + ")");
+    return base;
+  }
+  void deallocate(DLDevice device, std::uintptr_t address, std::size_t bytes) noexcept override {
+    if (tensor::memory_of(device) == tensor::Memory::Host) {
+      std::free(reinterpret_cast<void*>(address));
+      return;
+    }
+    if (device::Backend* b = backend_for(device)) {
+      const std::size_t g = b->granularity();
+      const std::size_t size = (bytes + g - 1) / g * g;
+      b->unmap(address, size);
+      b->release(address, size);
+    }
+  }
+};
+
+// One rebuilt tensor argument; frees its memory when destroyed.
+struct Rebuilt {
+  TensorRecord record;  // keeps shape and strides alive for `dl`
+  DLTensor dl{};
+  std::uintptr_t base = 0;
+  std::size_t bytes = 0;
+  TensorAllocator* allocator = nullptr;
+  ~Rebuilt() {
+    if (base != 0) allocator->deallocate(record.device, base, bytes);
+  }
+};
+
+std::unique_ptr<Rebuilt> rebuild(TensorRecord rec, TensorAllocator& alloc) {
+  auto r = std::make_unique<Rebuilt>();
+  r->record = std::move(rec);
+  r->allocator = &alloc;
+  r->bytes = std::max<std::size_t>(r->record.data.size(), 1);
+  r->base = alloc.allocate(r->record.device, r->bytes);
+  if (!r->record.data.empty()) {
+    device::Backend* b = backend_for(r->record.device);
+    if (b == nullptr) throw std::runtime_error("no device backend writes " + tensor::device_name(r->record.device) + " memory");
+    if (tensor::memory_of(r->record.device) == tensor::Memory::Host) {
+      std::memcpy(reinterpret_cast<void*>(r->base), r->record.data.data(), r->record.data.size());
+    } else {
+      device::Status st = b->write(r->base, r->record.data.data(), r->record.data.size());
+      if (!st.ok()) throw std::runtime_error(std::string("copy to ") + tensor::device_name(r->record.device) + " failed (" + (st.what ? st.what : "?") + ")");
+    }
+  }
+  r->dl = r->record.view_over(r->base);
+  return r;
+}
+
+bool kind_matches(ParamKind p, const RecordedArg& a) {
+  switch (p) {
+    case ParamKind::InputTensor:
+    case ParamKind::WritableTensor: return a.kind == "tensor" || (a.kind == "none" && a.type == "tensor");
+    case ParamKind::Bool: return a.kind == "bool";
+    case ParamKind::Int:
+    case ParamKind::UInt:
+    case ParamKind::Enum: return a.kind == "int" || a.kind == "uint" || a.kind == "enum";
+    case ParamKind::Float: return a.kind == "float";
+    case ParamKind::String: return a.kind == "str" || (a.kind == "none" && a.type == "str");
+  }
+  return false;
+}
+
+double decode(ScalarType t, const std::uint8_t* p) {
+  auto load = [p]<class T>(T) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  switch (t) {
+    case ScalarType::F64: return load(double{});
+    case ScalarType::F32: return load(float{});
+    case ScalarType::F16: return tensor::half_to_float(load(std::uint16_t{}));
+    case ScalarType::BF16: return tensor::bf16_to_float(load(std::uint16_t{}));
+    case ScalarType::F8E4M3: return tensor::fp8_e4m3fn_to_float(*p);
+    case ScalarType::F8E5M2: return tensor::fp8_e5m2_to_float(*p);
+    case ScalarType::I8: return load(std::int8_t{});
+    case ScalarType::I16: return load(std::int16_t{});
+    case ScalarType::I32: return load(std::int32_t{});
+    case ScalarType::I64: return static_cast<double>(load(std::int64_t{}));
+    case ScalarType::U8: return *p;
+    case ScalarType::U16: return load(std::uint16_t{});
+    case ScalarType::U32: return load(std::uint32_t{});
+    case ScalarType::U64: return static_cast<double>(load(std::uint64_t{}));
+    case ScalarType::Bool: return *p != 0;
+    case ScalarType::Unsupported: break;
+  }
+  return 0;
+}
+
+// Visits the elements of a layout in row-major logical order; `origin` is element (0, ..., 0).
+template <class F>
+void for_each_element(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
+                      std::size_t es, F&& f) {
+  for (std::int64_t d : shape)
+    if (d == 0) return;
+  std::vector<std::int64_t> idx(shape.size(), 0);
+  for (;;) {
+    std::int64_t off = 0;
+    for (std::size_t i = 0; i < shape.size(); ++i) off += idx[i] * strides[i];
+    f(idx, off * static_cast<std::int64_t>(es));
+    std::size_t i = shape.size();
+    while (i > 0) {
+      --i;
+      if (++idx[i] < shape[i]) break;
+      idx[i] = 0;
+      if (i == 0) return;
+    }
+    if (shape.empty()) return;
+  }
+}
+
+OutputCheck compare(const std::string& name, const TensorRecord& expected, const Rebuilt& got, const Options& o) {
+  OutputCheck c;
+  c.name = name;
+  const DLTensor& g = got.dl;
+  const std::vector<std::int64_t> got_shape(g.shape, g.shape + g.ndim);
+  if (got_shape != expected.shape) {
+    c.ok = false;
+    c.problem = "shape differs from the recorded one";
+    return c;
+  }
+  if (g.dtype.code != expected.dtype.code || g.dtype.bits != expected.dtype.bits || g.dtype.lanes != expected.dtype.lanes) {
+    c.ok = false;
+    c.problem = "dtype " + tensor::dtype_name(g.dtype) + " differs from the recorded " + tensor::dtype_name(expected.dtype);
+    return c;
+  }
+  const ScalarType st = tensor::scalar_type(g.dtype);
+  if (st == ScalarType::Unsupported && !o.exact) {
+    c.ok = false;
+    c.problem = "dtype " + tensor::dtype_name(g.dtype) + " can only be compared with --exact";
+    return c;
+  }
+  const tensor::TensorView gv(g);
+  const std::vector<std::uint8_t> now = dump::read_extent(gv);
+  const std::uint8_t* got0 = now.data() - gv.extent().begin;
+  const std::uint8_t* exp0 = expected.data.data() - expected.data_begin;
+  const std::size_t es = gv.element_size();
+  const Tolerance def = default_tolerance(st);
+  const double rtol = o.rtol.value_or(def.rtol), atol = o.atol.value_or(def.atol);
+  for_each_element(expected.shape, expected.strides, es, [&](const std::vector<std::int64_t>& idx, std::int64_t eoff) {
+    std::int64_t goff = 0;
+    for (std::size_t i = 0; i < idx.size(); ++i) goff += idx[i] * gv.stride(static_cast<int>(i));
+    const std::uint8_t* gp = got0 + goff * static_cast<std::int64_t>(es);
+    const std::uint8_t* ep = exp0 + eoff;
+    ++c.count;
+    const double a = st == ScalarType::Unsupported ? 0 : decode(st, gp);
+    const double b = st == ScalarType::Unsupported ? 0 : decode(st, ep);
+    bool bad;
+    double abs_err = 0;
+    if (o.exact) {
+      bad = std::memcmp(gp, ep, es) != 0;
+      abs_err = bad ? (std::isfinite(a - b) ? std::fabs(a - b) : std::numeric_limits<double>::infinity()) : 0;
+    } else if (std::isnan(a) || std::isnan(b)) {
+      bad = std::isnan(a) != std::isnan(b);
+      abs_err = bad ? std::numeric_limits<double>::infinity() : 0;
+    } else if (std::isinf(a) || std::isinf(b)) {
+      bad = a != b;
+      abs_err = bad ? std::numeric_limits<double>::infinity() : 0;
+    } else {
+      abs_err = std::fabs(a - b);
+      bad = abs_err > atol + rtol * std::fabs(b);
+    }
+    const double rel_err = abs_err == 0 ? 0 : (b != 0 ? abs_err / std::fabs(b) : std::numeric_limits<double>::infinity());
+    if (bad) ++c.mismatched;
+    if (rel_err > c.max_rel_error) c.max_rel_error = rel_err;
+    if (abs_err > c.max_abs_error || (bad && c.where.empty())) {
+      c.max_abs_error = std::max(c.max_abs_error, abs_err);
+      c.where = idx;
+      c.got = a;
+      c.expected = b;
+    }
+  });
+  c.ok = c.mismatched == 0;
+  return c;
+}
+
+OutputCheck compare_scalar(const RecordedArg& expected, const log::Arg& got, const Options& o) {
+  OutputCheck c;
+  c.name = "return";
+  c.count = 1;
+  using K = log::Arg::Kind;
+  if (got.kind == K::String || expected.kind == "str") {
+    c.ok = got.kind == K::String && expected.kind == "str" && got.s == expected.s;
+    if (!c.ok) c.problem = "returned \"" + got.s + "\", recorded \"" + expected.s + "\"";
+    return c;
+  }
+  auto as_double = [](const log::Arg& a) {
+    return a.kind == K::Bool ? a.b : a.kind == K::UInt ? static_cast<double>(a.u) : a.kind == K::Float ? a.f : static_cast<double>(a.i);
+  };
+  const double a = as_double(got);
+  const double b = expected.kind == "bool" ? expected.b : expected.kind == "uint" ? static_cast<double>(expected.u)
+                   : expected.kind == "float" ? expected.f : static_cast<double>(expected.i);
+  const Tolerance def = got.kind == K::Float ? default_tolerance(got.type == "f32" ? ScalarType::F32 : ScalarType::F64) : Tolerance{};
+  const double rtol = got.kind == K::Float ? o.rtol.value_or(def.rtol) : 0, atol = got.kind == K::Float ? o.atol.value_or(def.atol) : 0;
+  c.got = a;
+  c.expected = b;
+  c.max_abs_error = std::isnan(a) && std::isnan(b) ? 0 : std::fabs(a - b);
+  c.max_rel_error = b != 0 ? c.max_abs_error / std::fabs(b) : (c.max_abs_error == 0 ? 0 : std::numeric_limits<double>::infinity());
+  const bool same = (std::isnan(a) && std::isnan(b)) || a == b;
+  c.ok = o.exact || got.kind != K::Float ? same : (same || c.max_abs_error <= atol + rtol * std::fabs(b));
+  if (!c.ok) c.mismatched = 1;
+  return c;
+}
+
+std::string join_index(const std::vector<std::int64_t>& idx) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < idx.size(); ++i) s += (i ? ", " : "") + std::to_string(idx[i]);
+  return s + "]";
+}
+
+std::string fmt_double(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+CallResult run_call(const CallRecord& call, const Options& o) {
+  CallResult r;
+  r.dir = call.dir;
+  r.function = call.function;
+  r.seq = call.seq;
+  const Replayable* fn = find_function(call.function);
+  if (fn == nullptr) {
+    r.message = "function \"" + call.function + "\" is not registered (load the library that registers it with --lib PATH)";
+    return r;
+  }
+  if (call.status == dump::CallStatus::WritingInputs) {
+    r.message = "the inputs were never completely saved (status writing_inputs)";
+    return r;
+  }
+  if (call.inputs.size() != fn->params.size()) {
+    r.message = "the dump records " + std::to_string(call.inputs.size()) + " arguments, the registered " +
+                call.function + " takes " + std::to_string(fn->params.size());
+    return r;
+  }
+  TensorAllocator& alloc = o.allocator ? *o.allocator : default_allocator();
+  std::vector<Value> values(fn->params.size());
+  std::vector<std::unique_ptr<Rebuilt>> tensors(fn->params.size());
+  for (std::size_t k = 0; k < fn->params.size(); ++k) {
+    const RecordedArg& a = call.inputs[k];
+    const ParamKind p = fn->params[k];
+    if (!fn->names.empty() && k < fn->names.size() && fn->names[k] != a.name) {
+      r.message = "argument " + std::to_string(k) + " is recorded as \"" + a.name + "\", the registration names it \"" + fn->names[k] + "\"";
+      return r;
+    }
+    if (!kind_matches(p, a)) {
+      r.message = "argument " + std::to_string(k) + " (\"" + a.name + "\") is recorded as " + a.kind + " (" + a.type +
+                  "), the registered function takes " + to_string(p);
+      return r;
+    }
+    Value& v = values[k];
+    if (a.kind == "tensor") {
+      tensors[k] = rebuild(dump::load_tensor(call, a), alloc);
+      v.tensor = &tensors[k]->dl;
+    } else if (a.kind == "none") {
+      v.null_string = true;
+    } else if (p == ParamKind::UInt) {
+      if (a.kind != "uint" && a.i < 0) {
+        r.message = "argument " + a.name + " is negative, the registered function takes an unsigned integer";
+        return r;
+      }
+      v.u = a.kind == "uint" ? a.u : static_cast<std::uint64_t>(a.i);
+    } else {
+      v.b = a.b;
+      v.i = a.kind == "uint" ? static_cast<std::int64_t>(a.u) : a.i;
+      v.f = a.f;
+      v.s = a.s;
+    }
+  }
+  std::optional<log::Arg> ret;
+  try {
+    ret = fn->invoke(values);
+  } catch (const std::exception& e) {
+    const bool raised_before = call.status == dump::CallStatus::Raised;
+    r.outcome = raised_before ? Outcome::NoReference : Outcome::Error;
+    r.message = std::string(raised_before ? "raised again, as in the original call: " : "raised: ") + e.what();
+    return r;
+  }
+  if (call.status != dump::CallStatus::Completed) {
+    r.outcome = Outcome::NoReference;
+    r.message = std::string("the original call did not complete (status ") + dump::to_string(call.status) +
+                (call.exception_message.empty() ? "" : ": " + call.exception_message) + (call.error.empty() ? "" : ": " + call.error) + ")";
+    return r;
+  }
+  for (const RecordedArg& out : call.outputs) {
+    if (out.name == "return") {
+      if (!ret) {
+        r.message = "the dump records a return value, the registered function returns none";
+        return r;
+      }
+      if (out.kind == "tensor" || out.kind == "list" || out.kind == "none") continue;  // not comparable as a scalar
+      r.outputs.push_back(compare_scalar(out, *ret, o));
+      continue;
+    }
+    if (out.kind != "tensor") continue;  // scalar outputs other than the return value carry no result
+    std::size_t k = 0;
+    while (k < call.inputs.size() && call.inputs[k].name != out.name) ++k;
+    if (k == call.inputs.size() || !tensors[k]) {
+      r.message = "output " + out.name + " is not a tensor argument of the call, so it cannot be compared";
+      return r;
+    }
+    r.outputs.push_back(compare(out.name, dump::load_tensor(call, out), *tensors[k], o));
+  }
+  if (r.outputs.empty()) {
+    r.outcome = Outcome::NoReference;
+    r.message = "the dump records no outputs to compare";
+    return r;
+  }
+  r.outcome = Outcome::Passed;
+  for (const OutputCheck& c : r.outputs) {
+    if (c.ok) continue;
+    if (r.outcome == Outcome::Passed) r.outcome = Outcome::Mismatch, r.message.clear();
+    if (!r.message.empty()) r.message += "; ";
+    if (!c.problem.empty()) {
+      r.message += c.name + ": " + c.problem;
+    } else if (c.name == "return") {
+      r.message += "return: got " + fmt_double(c.got) + ", expected " + fmt_double(c.expected) + ", abs error " +
+                   fmt_double(c.max_abs_error) + ", rel error " + fmt_double(c.max_rel_error);
+    } else {
+      r.message += c.name + ": " + std::to_string(c.mismatched) + " of " + std::to_string(c.count) + " elements differ, max abs error " +
+                   fmt_double(c.max_abs_error) + " at " + join_index(c.where) + " (got " + fmt_double(c.got) + ", expected " +
+                   fmt_double(c.expected) + "), max rel error " + fmt_double(c.max_rel_error);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+TensorAllocator& default_allocator() {
+  static DefaultAllocator a;
+  return a;
+}
+
+Tolerance default_tolerance(ScalarType t) noexcept {
+  switch (t) {
+    case ScalarType::F64: return {1e-7, 1e-7};
+    case ScalarType::F32: return {1.3e-6, 1e-5};
+    case ScalarType::F16: return {1e-3, 1e-5};
+    case ScalarType::BF16: return {1.6e-2, 1e-5};
+    case ScalarType::F8E4M3: return {1.25e-1, 1e-2};
+    case ScalarType::F8E5M2: return {2.5e-1, 1e-2};
+    default: return {0, 0};
+  }
+}
+
+const char* to_string(Outcome o) noexcept {
+  switch (o) {
+    case Outcome::Passed: return "passed";
+    case Outcome::Mismatch: return "mismatch";
+    case Outcome::NoReference: return "no reference";
+    case Outcome::Error: return "error";
+  }
+  return "?";
+}
+
+CallResult replay_call(const std::string& dir, const Options& options) {
+  CallResult r;
+  r.dir = dir;
+  try {
+    CallRecord call = dump::read_call(dir);
+    r.function = call.function;
+    r.seq = call.seq;
+    return run_call(call, options);
+  } catch (const std::exception& e) {
+    r.outcome = Outcome::Error;
+    r.message = e.what();
+  }
+  return r;
+}
+
+std::vector<CallResult> replay_all(const std::string& path, const Options& options) {
+  std::vector<CallResult> out;
+  for (const std::string& dir : dump::find_call_dirs(path)) {
+    if (!options.filter.empty()) {
+      // An unreadable call.json cannot be filtered by function name: it is reported.
+      try {
+        CallRecord call = dump::read_call(dir);
+        if (::fnmatch(options.filter.c_str(), call.function.c_str(), 0) != 0) continue;
+      } catch (const std::exception&) {
+      }
+    }
+    out.push_back(replay_call(dir, options));
+  }
+  return out;
+}
+
+std::string format_line(const CallResult& r) {
+  std::filesystem::path dir = std::filesystem::path(r.dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  std::string line = dir.filename().string() + "  " + (r.function.empty() ? "?" : r.function) + "  " +
+                     to_string(r.outcome);
+  if (!r.message.empty()) line += ": " + r.message;
+  return line;
+}
+
+}  // namespace mate::replay

@@ -1,0 +1,438 @@
+// Level-10 dumps the way a kernel library gets them: instrumented calls with MATE_LOGLEVEL=10.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "mate/config.hpp"
+#include "mate/dump/call_record.hpp"
+#include "mate/dump/dump.hpp"
+#include "mate/log/api.hpp"
+#include "mate/tensor/stats.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mate::config::ScopedOverride;
+using mate::config::Var;
+using mate::dump::CallStatus;
+using json = nlohmann::json;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct F32 {
+  std::vector<float> data;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;
+  DLTensor dl{};
+  F32(std::vector<float> d, std::vector<std::int64_t> s, std::vector<std::int64_t> st = {}, std::uint64_t offset = 0)
+      : data(std::move(d)), shape(std::move(s)), strides(std::move(st)) {
+    dl.data = data.data();
+    dl.device = {kDLCPU, 0};
+    dl.ndim = static_cast<int>(shape.size());
+    dl.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::F32);
+    dl.shape = shape.data();
+    dl.strides = strides.empty() ? nullptr : strides.data();
+    dl.byte_offset = offset;
+  }
+};
+
+std::function<void()> g_inside;  // runs inside add_one's body
+
+void add_one(const DLTensor* x, DLTensor* out) {
+  MATE_API("t.add_one", x, out).outputs(MATE_ARGS(out)).run([&] {
+    if (g_inside) g_inside();
+    const auto n = mate::tensor::TensorView(*x).numel();
+    for (std::int64_t i = 0; i < n; ++i) static_cast<float*>(out->data)[i] = static_cast<const float*>(x->data)[i] + 1;
+  });
+}
+
+void skip_me(const DLTensor* x) {
+  MATE_API("t.skip_me", x).run([] {});
+}
+
+enum class Layout { RowMajor = 0, ColMajor = 1 };
+std::string_view to_string(Layout l) { return l == Layout::RowMajor ? "RowMajor" : "ColMajor"; }
+
+void many(const std::vector<const DLTensor*>& xs, double eps, Layout layout, const char* tag, std::uint64_t big) {
+  MATE_API("t.many", xs, eps, layout, tag, big).run([] {});
+}
+
+void raises(const DLTensor* x, int code) {
+  MATE_API("t.raises", x, code).run([&] { throw std::out_of_range("code " + std::to_string(code) + " out of range"); });
+}
+
+class DumpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("mate_dump_test_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    configure({});
+  }
+  void TearDown() override {
+    g_inside = nullptr;
+    overrides_.clear();
+    mate::log::reconfigure();
+    mate::dump::reconfigure();
+    fs::remove_all(root_);
+  }
+  void configure(const std::vector<std::pair<Var, std::string>>& extra, int level = 10) {
+    overrides_.clear();
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGLEVEL, std::to_string(level)));
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, (fs::temp_directory_path() / "mate_dump_test.log").string()));
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_DUMP_DIR, (root_ / "dumps").string()));
+    for (const auto& [v, value] : extra) overrides_.push_back(std::make_unique<ScopedOverride>(v, value));
+    mate::log::reconfigure();
+    mate::dump::reconfigure();
+  }
+  std::vector<std::string> dirs() {
+    if (!fs::exists(root_ / "dumps")) return {};
+    return mate::dump::find_call_dirs((root_ / "dumps").string());
+  }
+  static unsigned mode_of(const fs::path& p) {
+    struct stat st{};
+    ::stat(p.c_str(), &st);
+    return st.st_mode & 0777;
+  }
+
+  fs::path root_;
+  std::vector<std::unique_ptr<ScopedOverride>> overrides_;
+};
+
+TEST_F(DumpTest, EachCallGetsADirectoryWithMetadataInputsAndOutputs) {
+  F32 x({1, 2, 3, 4, 5, 6}, {2, 3}), out({0, 0, 0, 0, 0, 0}, {2, 3});
+  ::testing::internal::CaptureStderr();
+  add_one(&x.dl, &out.dl);
+  add_one(&x.dl, &out.dl);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  // One banner naming where the dumps go.
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find(fs::absolute(root_ / "dumps").string()), std::string::npos) << err;
+  EXPECT_NE(err.find("sensitive"), std::string::npos) << err;
+
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 2u);
+  const std::regex name(R"(\d{8}_\d{6}_\d{3}_pid\d+_call\d{8}_t\.add_one)");
+  EXPECT_TRUE(std::regex_match(fs::path(d[0]).filename().string(), name)) << d[0];
+  EXPECT_EQ(mode_of(root_ / "dumps"), 0700u);
+  EXPECT_EQ(mode_of(d[0]), 0700u);
+
+  mate::dump::CallRecord c = mate::dump::read_call(d[0]);
+  EXPECT_EQ(c.function, "t.add_one");
+  EXPECT_EQ(c.status, CallStatus::Completed);
+  EXPECT_EQ(c.pid, ::getpid());
+  EXPECT_EQ(c.tensor_format, "mate");
+  EXPECT_FALSE(c.started.empty());
+  EXPECT_FALSE(c.finished.empty());
+  EXPECT_EQ(c.mate_version, "0.1.0");
+  ASSERT_EQ(c.inputs.size(), 2u);
+  ASSERT_EQ(c.outputs.size(), 1u);
+  EXPECT_EQ(c.inputs[0].name, "x");
+  EXPECT_EQ(c.outputs[0].name, "out");
+  EXPECT_EQ(mode_of(fs::path(d[0]) / "call.json"), 0600u);
+  EXPECT_EQ(mode_of(fs::path(d[0]) / c.inputs[0].file), 0600u);
+  EXPECT_LT(mate::dump::read_call(d[0]).seq, mate::dump::read_call(d[1]).seq);
+
+  // Input snapshot of `out` is its content before the call; the output its content after.
+  mate::dump::TensorRecord in_out = mate::dump::load_tensor(c, c.inputs[1]);
+  mate::dump::TensorRecord after = mate::dump::load_tensor(c, c.outputs[0]);
+  std::vector<float> before(6), result(6);
+  std::memcpy(before.data(), in_out.data.data(), 24);
+  std::memcpy(result.data(), after.data.data(), 24);
+  EXPECT_EQ(before, std::vector<float>(6, 0.0f));
+  EXPECT_EQ(result, (std::vector<float>{2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(after.shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(mate::dump::totals().calls, 2u);
+}
+
+TEST_F(DumpTest, InputsAreOnDiskBeforeTheBodyRuns) {
+  F32 x({1, 2}, {2}), out({0, 0}, {2});
+  bool checked = false;
+  g_inside = [&] {
+    auto d = dirs();
+    ASSERT_EQ(d.size(), 1u);
+    mate::dump::CallRecord c = mate::dump::read_call(d[0]);
+    EXPECT_EQ(c.status, CallStatus::InputsSaved);
+    mate::dump::TensorRecord t = mate::dump::load_tensor(c, c.inputs[0]);
+    EXPECT_EQ(t.data.size(), 8u);
+    checked = true;
+  };
+  add_one(&x.dl, &out.dl);
+  EXPECT_TRUE(checked);
+}
+
+TEST_F(DumpTest, ARaisingCallIsRecordedWithItsException) {
+  F32 x({1}, {1});
+  EXPECT_THROW(raises(&x.dl, 7), std::out_of_range);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  mate::dump::CallRecord c = mate::dump::read_call(d[0]);
+  EXPECT_EQ(c.status, CallStatus::Raised);
+  EXPECT_EQ(c.exception_type, "std::out_of_range");
+  EXPECT_EQ(c.exception_message, "code 7 out of range");
+  ASSERT_EQ(c.inputs.size(), 2u);
+  EXPECT_EQ(c.inputs[1].kind, "int");
+  EXPECT_EQ(c.inputs[1].i, 7);
+}
+
+TEST_F(DumpTest, DirectoriesSortInCallOrderAndNeverCollideAcrossThreads) {
+  F32 x({1}, {1});
+  for (int i = 0; i < 30; ++i) skip_me(&x.dl);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 30u);
+  for (std::size_t i = 1; i < d.size(); ++i) EXPECT_LT(mate::dump::read_call(d[i - 1]).seq, mate::dump::read_call(d[i]).seq);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      F32 y({2}, {1});
+      for (int i = 0; i < 25; ++i) skip_me(&y.dl);
+    });
+  for (auto& t : threads) t.join();
+  d = dirs();
+  EXPECT_EQ(d.size(), 130u);
+  for (const auto& dir : d) EXPECT_EQ(mate::dump::read_call(dir).status, CallStatus::Completed);
+}
+
+TEST_F(DumpTest, LevelFiveDoesNotDump) {
+  configure({}, 5);
+  F32 x({1}, {1});
+  skip_me(&x.dl);
+  EXPECT_TRUE(dirs().empty());
+}
+
+TEST_F(DumpTest, IncludeThenExcludePatterns) {
+  configure({{Var::MATE_DUMP_INCLUDE, "t.*"}, {Var::MATE_DUMP_EXCLUDE, "*skip*"}});
+  F32 x({1}, {1}), out({0}, {1});
+  skip_me(&x.dl);
+  add_one(&x.dl, &out.dl);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(mate::dump::read_call(d[0]).function, "t.add_one");
+  configure({{Var::MATE_DUMP_INCLUDE, "other.*"}});
+  add_one(&x.dl, &out.dl);
+  EXPECT_EQ(dirs().size(), 1u);
+}
+
+TEST_F(DumpTest, CountCapStopsDumpingWithOneWarning) {
+  configure({{Var::MATE_DUMP_MAX_COUNT, "2"}});
+  F32 x({1}, {1});
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 5; ++i) skip_me(&x.dl);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(dirs().size(), 2u);
+  EXPECT_EQ(mate::dump::totals().skipped_count, 3u);
+  EXPECT_NE(err.find("MATE_DUMP_MAX_COUNT=2"), std::string::npos) << err;
+  EXPECT_EQ(err.find("cap reached"), err.rfind("cap reached")) << "one warning only: " << err;
+}
+
+TEST_F(DumpTest, SizeCapIsNeverCrossedAndWarnsOnce) {
+  // 500 kB cap; each call writes two 40 kB inputs and a 40 kB output, and reserves 2 x 80 kB + 64 KiB:
+  // three calls fit, the fourth would cross the cap.
+  configure({{Var::MATE_DUMP_MAX_SIZE_GB, "0.0005"}});
+  F32 x(std::vector<float>(10000, 1.0f), {10000}), out(std::vector<float>(10000, 0.0f), {10000});
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 6; ++i) add_one(&x.dl, &out.dl);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  auto d = dirs();
+  ASSERT_GE(d.size(), 1u);
+  ASSERT_LT(d.size(), 6u);
+  std::uint64_t on_disk = 0;
+  for (const auto& dir : d) {
+    EXPECT_EQ(mate::dump::read_call(dir).status, CallStatus::Completed);
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+      if (e.is_regular_file()) on_disk += e.file_size();
+  }
+  EXPECT_LE(on_disk, 500000u);
+  EXPECT_EQ(d.size(), 3u);
+  EXPECT_EQ(mate::dump::totals().bytes, on_disk);
+  EXPECT_NE(err.find("MATE_DUMP_MAX_SIZE_GB=0.0005"), std::string::npos) << err;
+  EXPECT_EQ(err.find("size cap reached"), err.rfind("size cap reached")) << err;
+}
+
+TEST_F(DumpTest, SafetensorsModeWritesOneFilePerPhase) {
+  configure({{Var::MATE_DUMP_SAFETENSORS, "1"}});
+  F32 x({1, 2, 3, 4, 5, 6}, {3, 2}, {1, 3}), out({0, 0, 0, 0, 0, 0}, {3, 2});
+  add_one(&x.dl, &out.dl);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(fs::exists(fs::path(d[0]) / "inputs.safetensors"));
+  EXPECT_TRUE(fs::exists(fs::path(d[0]) / "outputs.safetensors"));
+  mate::dump::CallRecord c = mate::dump::read_call(d[0]);
+  EXPECT_EQ(c.tensor_format, "safetensors");
+  mate::dump::TensorRecord t = mate::dump::load_tensor(c, c.inputs[0]);
+  std::vector<float> v(6);
+  std::memcpy(v.data(), t.data.data(), 24);
+  EXPECT_EQ(v, (std::vector<float>{1, 4, 2, 5, 3, 6}));  // the transposed view, made contiguous
+  EXPECT_EQ(t.strides, (std::vector<std::int64_t>{2, 1}));
+}
+
+// A device backend over host memory that records the size of each read.
+class RecordingBackend : public mate::device::Backend {
+ public:
+  mate::device::Kind kind() const noexcept override { return mate::device::Kind::Cuda; }
+  const char* name() const noexcept override { return "recording"; }
+  std::size_t granularity() const noexcept override { return 4096; }
+  std::size_t default_alignment() const noexcept override { return 256; }
+  mate::device::Status reserve(std::size_t, std::uintptr_t*) noexcept override { return {1, "unsupported"}; }
+  mate::device::Status release(std::uintptr_t, std::size_t) noexcept override { return {}; }
+  mate::device::Status map(std::uintptr_t, std::size_t) noexcept override { return {1, "unsupported"}; }
+  mate::device::Status unmap(std::uintptr_t, std::size_t) noexcept override { return {}; }
+  mate::device::Status write(std::uintptr_t, const void*, std::size_t) noexcept override { return {1, "unsupported"}; }
+  mate::device::Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
+    max_read = std::max(max_read, bytes);
+    total += bytes;
+    ++reads;
+    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    return {};
+  }
+  mate::device::Status fill(std::uintptr_t, unsigned char, std::size_t) noexcept override { return {}; }
+  mate::device::Status synchronize() noexcept override { return {}; }
+  std::size_t max_read = 0, total = 0, reads = 0;
+};
+
+TEST_F(DumpTest, DeviceTensorsAreCopiedInBoundedChunks) {
+  RecordingBackend backend;
+  mate::tensor::set_device_backend(mate::device::Kind::Cuda, &backend);
+  std::vector<float> big((std::size_t{10} << 20) / 4);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 1000);
+  F32 x(std::move(big), {static_cast<std::int64_t>((std::size_t{10} << 20) / 4)});
+  x.dl.device = {kDLCUDA, 0};
+  skip_me(&x.dl);
+  mate::tensor::set_device_backend(mate::device::Kind::Cuda, nullptr);
+  // Level 10 includes level 5's statistics, which read the tensor too, also in chunks.
+  EXPECT_GE(backend.total, std::size_t{10} << 20);
+  EXPECT_LE(backend.max_read, mate::dump::kDefaultChunkBytes);
+  EXPECT_GE(backend.reads, 3u);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  mate::dump::CallRecord c = mate::dump::read_call(d[0]);
+  mate::dump::TensorRecord t = mate::dump::load_tensor(c, c.inputs[0]);
+  EXPECT_EQ(t.device.device_type, kDLCUDA);
+  EXPECT_EQ(0, std::memcmp(t.data.data(), x.data.data(), t.data.size()));
+
+  // The same with an explicit small chunk.
+  RecordingBackend small;
+  const std::string path = (root_ / "small.mtensor").string();
+  ASSERT_TRUE(mate::dump::write_mtensor(path, mate::tensor::TensorView(x.dl), {&small, 4096}).ok());
+  EXPECT_EQ(small.max_read, 4096u);
+  EXPECT_EQ(small.reads, (std::size_t{10} << 20) / 4096);
+}
+
+TEST_F(DumpTest, UnreadableMemoryIsRecordedOnTheArgument) {
+  F32 x({1}, {1});
+  x.dl.device = {kDLVulkan, 0};
+  skip_me(&x.dl);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  mate::dump::CallRecord c = mate::dump::read_call(d[0]);
+  EXPECT_EQ(c.status, CallStatus::Completed);
+  EXPECT_NE(c.inputs[0].error.find("cannot be read"), std::string::npos) << c.inputs[0].error;
+  EXPECT_THROW(mate::dump::load_tensor(c, c.inputs[0]), mate::dump::DumpError);
+}
+
+// A file-size limit makes the second call's dump fail mid-write: that call's directory is
+// marked failed, the first dump is intact, the program keeps running and dumping.
+TEST_F(DumpTest, AnIoErrorMarksTheCallFailedAndDamagesNothing) {
+  const fs::path err_file = root_ / "child_stderr.txt";
+  fs::create_directories(root_);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    FILE* e = std::freopen(err_file.c_str(), "w", stderr);
+    (void)e;
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{1 << 20, 1 << 20};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    F32 small({1, 2}, {2}), out({0, 0}, {2});
+    F32 big(std::vector<float>(1 << 19, 3.0f), {1 << 19});  // 2 MiB: over the limit
+    add_one(&small.dl, &out.dl);
+    skip_me(&big.dl);
+    add_one(&small.dl, &out.dl);
+    skip_me(&big.dl);
+    std::fflush(stderr);
+    std::_Exit(out.data[0] == 2.0f ? 0 : 3);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(mate::dump::read_call(d[0]).status, CallStatus::Completed);
+  mate::dump::CallRecord failed = mate::dump::read_call(d[1]);
+  EXPECT_EQ(failed.status, CallStatus::Failed);
+  EXPECT_NE(failed.error.find("File too large"), std::string::npos) << failed.error;
+  EXPECT_FALSE(fs::exists(fs::path(d[1]) / failed.inputs[0].file)) << "the partial file is removed";
+  EXPECT_EQ(mate::dump::read_call(d[2]).status, CallStatus::Completed);
+  mate::dump::CallRecord first = mate::dump::read_call(d[0]);
+  EXPECT_EQ(mate::dump::load_tensor(first, first.outputs[0]).data.size(), 8u);
+  const std::string err = slurp(err_file);
+  EXPECT_NE(err.find("dump failed"), std::string::npos) << err;
+  EXPECT_EQ(err.find("dump failed"), err.rfind("dump failed")) << "one warning: " << err;
+}
+
+TEST_F(DumpTest, AnUnusableDumpDirectoryDisablesDumpsWithOneMessage) {
+  fs::create_directories(root_);
+  std::ofstream(root_ / "file") << "x";
+  configure({{Var::MATE_DUMP_DIR, (root_ / "file" / "dumps").string()}});
+  F32 x({1}, {1});
+  ::testing::internal::CaptureStderr();
+  skip_me(&x.dl);
+  skip_me(&x.dl);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("cannot create MATE_DUMP_DIR="), std::string::npos) << err;
+  EXPECT_EQ(err.find("cannot create"), err.rfind("cannot create")) << err;
+}
+
+TEST_F(DumpTest, ListsAndScalarsAreRecordedByValueAndTensorListsByFile) {
+  F32 a({1, 2}, {2}), b({3}, {1});
+  many({&a.dl, &b.dl}, std::nan(""), Layout::ColMajor, "tag \"quoted\"", ~std::uint64_t{0});
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  mate::dump::CallRecord c = mate::dump::read_call(d[0]);
+  ASSERT_EQ(c.inputs.size(), 5u);
+  ASSERT_EQ(c.inputs[0].kind, "list");
+  ASSERT_EQ(c.inputs[0].items.size(), 2u);
+  EXPECT_EQ(c.inputs[0].items[1].file, "inputs/00_xs.1.mtensor");
+  EXPECT_EQ(mate::dump::load_tensor(c, c.inputs[0].items[1]).data.size(), 4u);
+  EXPECT_TRUE(std::isnan(c.inputs[1].f));
+  EXPECT_EQ(c.inputs[2].kind, "enum");
+  EXPECT_EQ(c.inputs[2].i, 1);
+  EXPECT_EQ(c.inputs[2].s, "ColMajor");
+  EXPECT_EQ(c.inputs[3].s, "tag \"quoted\"");
+  EXPECT_EQ(c.inputs[4].u, ~std::uint64_t{0});
+}
+
+TEST_F(DumpTest, ARemovedDumpRootIsCreatedAgain) {
+  F32 x({1}, {1});
+  skip_me(&x.dl);
+  fs::remove_all(root_ / "dumps");
+  skip_me(&x.dl);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(mate::dump::read_call(d[0]).status, CallStatus::Completed);
+  EXPECT_EQ(mode_of(root_ / "dumps"), 0700u);
+  EXPECT_EQ(mate::dump::totals().failed, 0u);
+}
+
+}  // namespace

@@ -1,0 +1,200 @@
+// The tensor file formats byte by byte, and readers facing damaged files.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "mate/dump/call_record.hpp"
+#include "mate/dump/tensor_file.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using mate::dump::DumpError;
+using mate::tensor::ScalarType;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::uint64_t u64le(const std::string& s, std::size_t at) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(s[at + static_cast<std::size_t>(i)]);
+  return v;
+}
+
+DLTensor view(void* data, ScalarType t, std::vector<std::int64_t>& shape, std::vector<std::int64_t>* strides,
+              std::uint64_t offset = 0) {
+  DLTensor d{};
+  d.data = data;
+  d.device = {kDLCPU, 0};
+  d.ndim = static_cast<int>(shape.size());
+  d.dtype = mate::tensor::dl_dtype(t);
+  d.shape = shape.data();
+  d.strides = strides ? strides->data() : nullptr;
+  d.byte_offset = offset;
+  return d;
+}
+
+std::string expect_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const DumpError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no DumpError";
+  return "";
+}
+
+class TensorFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("mate_tensor_file_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+// A view with a negative stride and a byte offset: the file keeps exactly the touched bytes and
+// the layout, and a view over them reads the same elements.
+TEST_F(TensorFileTest, MtensorKeepsStridesOffsetAndDevice) {
+  std::vector<float> buf(20);
+  for (int i = 0; i < 20; ++i) buf[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  std::vector<std::int64_t> shape{3, 2}, strides{-4, 2};
+  // Element (0,0) is buf[10]: byte offset 40; rows go backwards by 4, columns forward by 2.
+  DLTensor t = view(buf.data(), ScalarType::F32, shape, &strides, 40);
+  const std::string path = (dir_ / "t.mtensor").string();
+  ASSERT_TRUE(mate::dump::write_mtensor(path, mate::tensor::TensorView(t)).ok());
+  const std::string bytes = slurp(path);
+  EXPECT_EQ(bytes.substr(0, 8), "MATETNSR");
+  const std::uint64_t n = u64le(bytes, 8);
+  EXPECT_EQ((16 + n) % 64, 0u) << "data is 64-byte aligned";
+  json h = json::parse(bytes.substr(16, n));
+  EXPECT_EQ(h["dtype"], "f32");
+  EXPECT_EQ(h["shape"], json({3, 2}));
+  EXPECT_EQ(h["strides"], json({-4, 2}));
+  EXPECT_EQ(h["byte_offset"], 40);
+  EXPECT_EQ(h["device"], "cpu");
+  EXPECT_EQ(h["data_begin"], -32);  // two rows back: (3-1) * -4 * 4 bytes
+  EXPECT_EQ(h["nbytes"], 32 + 4 + 4 + 4);  // up to element (0,1) at +8 bytes, plus one element
+  EXPECT_EQ(bytes.size(), 16 + n + 44);
+
+  mate::dump::TensorRecord r = mate::dump::read_mtensor(path);
+  EXPECT_EQ(r.byte_offset, 40u);
+  EXPECT_EQ(r.strides, strides);
+  std::vector<std::uint8_t> storage = r.data;
+  DLTensor back = r.view_over(reinterpret_cast<std::uintptr_t>(storage.data()));
+  EXPECT_EQ(back.byte_offset, 40u);
+  const char* origin = static_cast<const char*>(back.data) + back.byte_offset;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) {
+      float v;
+      std::memcpy(&v, origin + (i * -4 + j * 2) * 4, 4);
+      EXPECT_EQ(v, buf[static_cast<std::size_t>(10 + i * -4 + j * 2)]) << i << "," << j;
+    }
+}
+
+TEST_F(TensorFileTest, EmptyAndZeroRankTensors) {
+  float one = 5;
+  std::vector<std::int64_t> scalar_shape, empty_shape{0, 3};
+  DLTensor s = view(&one, ScalarType::F32, scalar_shape, nullptr);
+  DLTensor e = view(nullptr, ScalarType::F32, empty_shape, nullptr);
+  ASSERT_TRUE(mate::dump::write_mtensor((dir_ / "s").string(), mate::tensor::TensorView(s)).ok());
+  ASSERT_TRUE(mate::dump::write_mtensor((dir_ / "e").string(), mate::tensor::TensorView(e)).ok());
+  EXPECT_EQ(mate::dump::read_mtensor((dir_ / "s").string()).data.size(), 4u);
+  EXPECT_EQ(mate::dump::read_mtensor((dir_ / "e").string()).data.size(), 0u);
+}
+
+// The safetensors file against the format's specification, byte by byte.
+TEST_F(TensorFileTest, SafetensorsHeaderFollowsTheSpecification) {
+  std::vector<float> f(6);
+  for (int i = 0; i < 6; ++i) f[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  std::vector<std::uint16_t> h{0x3f80, 0x4000, 0xc040};  // bf16 1, 2, -3
+  std::vector<std::uint8_t> q{0x38, 0x40};
+  std::vector<std::int64_t> fshape{3, 2}, fstrides{1, 3}, hshape{3}, qshape{2};
+  DLTensor a = view(f.data(), ScalarType::F32, fshape, &fstrides);  // transposed: non-contiguous
+  DLTensor b = view(h.data(), ScalarType::BF16, hshape, nullptr);
+  DLTensor c = view(q.data(), ScalarType::F8E4M3, qshape, nullptr);
+  const std::string path = (dir_ / "t.safetensors").string();
+  ASSERT_TRUE(mate::dump::write_safetensors(path, {{"a", mate::tensor::TensorView(a)},
+                                                   {"b", mate::tensor::TensorView(b)},
+                                                   {"c", mate::tensor::TensorView(c)}}).ok());
+  const std::string bytes = slurp(path);
+  const std::uint64_t n = u64le(bytes, 0);  // 8-byte little-endian header size
+  ASSERT_LE(8 + n, bytes.size());
+  EXPECT_EQ(bytes[8], '{');
+  EXPECT_EQ((8 + n) % 8, 0u);
+  const std::string header = bytes.substr(8, n);
+  EXPECT_EQ(header.find_last_not_of(' ') + 1, header.find_last_of('}') + 1) << "only trailing spaces pad";
+  json j = json::parse(header);
+  EXPECT_EQ(j["a"]["dtype"], "F32");
+  EXPECT_EQ(j["a"]["shape"], json({3, 2}));
+  EXPECT_EQ(j["a"]["data_offsets"], json({0, 24}));
+  EXPECT_EQ(j["b"]["dtype"], "BF16");
+  EXPECT_EQ(j["b"]["data_offsets"], json({24, 30}));
+  EXPECT_EQ(j["c"]["dtype"], "F8_E4M3");
+  EXPECT_EQ(j["c"]["data_offsets"], json({30, 32}));
+  for (auto& [k, v] : j["__metadata__"].items()) EXPECT_TRUE(v.is_string()) << k;
+  EXPECT_EQ(j["__metadata__"]["mate.a.strides"], "[1,3]");
+  const std::string buffer = bytes.substr(8 + n);
+  ASSERT_EQ(buffer.size(), 32u) << "the buffer is exactly the tensors";
+  const float want[6] = {0, 3, 1, 4, 2, 5};  // row-major copy of the transposed view
+  EXPECT_EQ(0, std::memcmp(buffer.data(), want, 24));
+  EXPECT_EQ(0, std::memcmp(buffer.data() + 24, h.data(), 6));
+  EXPECT_EQ(0, std::memcmp(buffer.data() + 30, q.data(), 2));
+
+  mate::dump::TensorRecord r = mate::dump::read_safetensors(path, "b");
+  EXPECT_EQ(r.shape, hshape);
+  EXPECT_EQ(r.data.size(), 6u);
+}
+
+TEST_F(TensorFileTest, DamagedMtensorFilesGiveClearErrors) {
+  std::vector<float> buf(8, 1.0f);
+  std::vector<std::int64_t> shape{8};
+  DLTensor t = view(buf.data(), ScalarType::F32, shape, nullptr);
+  const std::string path = (dir_ / "t.mtensor").string();
+  ASSERT_TRUE(mate::dump::write_mtensor(path, mate::tensor::TensorView(t)).ok());
+  const std::string good = slurp(path);
+  EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(good.substr(0, 10)); }).find("truncated"), std::string::npos);
+  EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(good.substr(0, 40)); }).find("truncated"), std::string::npos);
+  EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(good.substr(0, good.size() - 1)); }).find("truncated: 31 of 32"),
+            std::string::npos);
+  std::string bad_magic = good;
+  bad_magic[0] = 'X';
+  EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(bad_magic); }).find("magic"), std::string::npos);
+  std::string huge = good;
+  huge[15] = '\x7f';
+  EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(huge); }).find("exceeds"), std::string::npos);
+  std::string lie = good;
+  const auto at = lie.find("\"shape\":[8]");
+  ASSERT_NE(at, std::string::npos);
+  lie.replace(at, 11, "\"shape\":[9]");
+  EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(lie); }).find("does not match the layout"), std::string::npos);
+  EXPECT_NE(expect_error([&] { mate::dump::read_mtensor((dir_ / "missing").string()); }).find("cannot open"), std::string::npos);
+}
+
+TEST_F(TensorFileTest, DamagedCallFilesGiveClearErrors) {
+  const fs::path call = dir_ / "20260101_000000_000_pid1_call00000001_f";
+  fs::create_directories(call);
+  EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("call.json is missing"), std::string::npos);
+  std::ofstream(call / "call.json") << R"({"format":"mate-dump","version":1,"function":"f","seq":1,"status":"comp)";
+  EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("not valid JSON"), std::string::npos);
+  std::ofstream(call / "call.json") << R"({"format":"mate-dump","version":1,"function":"f","seq":1,"status":"done","tensor_format":"mate"})";
+  EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("unknown status \"done\""), std::string::npos);
+  std::ofstream(call / "call.json") << R"({"format":"mate-dump","version":1,"function":"f","seq":1,"status":"completed","tensor_format":"mate",
+    "inputs":[{"name":"x","kind":"tensor","file":"../../etc/passwd"}]})";
+  EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("outside the call directory"), std::string::npos);
+  std::ofstream(call / "call.json") << R"({"format":"mate-dump","version":1,"function":"f","seq":"one","status":"completed","tensor_format":"mate"})";
+  EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("invalid field"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,76 @@
+#include "sample_ops.hpp"
+
+#include <stdexcept>
+
+#include "mate/log/api.hpp"
+#include "mate/replay/registry.hpp"
+#include "mate/tensor/tensor_view.hpp"
+
+namespace sample {
+
+namespace {
+
+#ifdef MATE_SAMPLE_CHANGED
+float g_bias = 0.5f;  // the "changed kernel" build of this library
+#else
+float g_bias = 0.0f;
+#endif
+
+// Address of element i (row-major logical index) of a 1-D or 2-D f32 tensor.
+float* at(const DLTensor* t, std::int64_t i) {
+  mate::tensor::TensorView v(*t);
+  std::int64_t off = 0;
+  for (int d = v.ndim() - 1; d >= 0; --d) {
+    off += (i % v.shape(d)) * v.stride(d);
+    i /= v.shape(d);
+  }
+  return reinterpret_cast<float*>(v.origin()) + off;
+}
+
+std::int64_t numel(const DLTensor* t) { return mate::tensor::TensorView(*t).numel(); }
+
+}  // namespace
+
+void set_bias(float bias) { g_bias = bias; }
+
+void axpy(const DLTensor* x, const DLTensor* y, DLTensor* out, float alpha) {
+  MATE_API("sample.axpy", x, y, out, alpha).outputs(MATE_ARGS(out)).run([&] {
+    for (std::int64_t i = 0; i < numel(out); ++i) *at(out, i) = alpha * *at(x, i) + *at(y, i) + g_bias;
+  });
+}
+
+void scale_inplace(DLTensor* x, double factor, Rounding mode, const std::string& note) {
+  MATE_API("sample.scale_inplace", x, factor, mode, note).outputs(MATE_ARGS(x)).run([&] {
+    for (std::int64_t i = 0; i < numel(x); ++i) *at(x, i) = static_cast<float>(*at(x, i) * factor) + g_bias;
+  });
+}
+
+float sum(const DLTensor* x) {
+  return MATE_API("sample.sum", x).run([&] {
+    float s = g_bias;
+    for (std::int64_t i = 0; i < numel(x); ++i) s += *at(x, i);
+    return s;
+  });
+}
+
+void copy_or_throw(const DLTensor* x, DLTensor* out, bool fail) {
+  MATE_API("sample.copy_or_throw", x, out, fail).outputs(MATE_ARGS(out)).run([&] {
+    if (fail) throw std::invalid_argument("copy_or_throw: asked to fail");
+    for (std::int64_t i = 0; i < numel(out); ++i) *at(out, i) = *at(x, i) + g_bias;
+  });
+}
+
+void write_past_end(DLTensor* out, int count) {
+  MATE_API("sample.write_past_end", out, count).outputs(MATE_ARGS(out)).run([&] {
+    float* p = at(out, 0);
+    for (int i = 0; i <= count; ++i) p[i] = static_cast<float>(i);  // one element too many
+  });
+}
+
+}  // namespace sample
+
+MATE_REPLAYABLE("sample.axpy", &sample::axpy, "x", "y", "out", "alpha");
+MATE_REPLAYABLE("sample.scale_inplace", &sample::scale_inplace);
+MATE_REPLAYABLE("sample.sum", &sample::sum);
+MATE_REPLAYABLE("sample.copy_or_throw", &sample::copy_or_throw);
+MATE_REPLAYABLE("sample.write_past_end", &sample::write_past_end);

@@ -1,0 +1,27 @@
+// A tiny instrumented "kernel library" for the replay tests: host f32 kernels that honour
+// strides and byte offsets, each logged with MATE_API and registered with MATE_REPLAYABLE.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <string>
+
+namespace sample {
+
+enum class Rounding { Nearest = 0, Down = 1 };
+
+// out = alpha * x + y + bias (bias: see set_bias).
+void axpy(const DLTensor* x, const DLTensor* y, DLTensor* out, float alpha);
+// x *= factor, in place; `mode` is only recorded.
+void scale_inplace(DLTensor* x, double factor, Rounding mode, const std::string& note);
+// The sum of x's elements.
+float sum(const DLTensor* x);
+// Throws std::invalid_argument when `fail` is true; otherwise out = x.
+void copy_or_throw(const DLTensor* x, DLTensor* out, bool fail);
+// Writes one element past the end of out (the out-of-bounds kernel for --guard-alloc).
+void write_past_end(DLTensor* out, int count);
+
+// What the kernels add to every result: the test's way of "changing the kernel".
+void set_bias(float bias);
+
+}  // namespace sample

@@ -1,0 +1,69 @@
+// Runs sample kernel calls so that MATE_LOGLEVEL=10 dumps them (the replay tests' workload).
+//   sample_producer good   axpy (strided, offset), scale_inplace, sum
+//   sample_producer raise  copy_or_throw(fail = true)
+//   sample_producer crash  an instrumented call whose body aborts the process
+//   sample_producer oob    write_past_end (writes one element past its output)
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+#include <vector>
+
+#include "mate/log/api.hpp"
+#include "mate/tensor/dtype.hpp"
+#include "sample_ops.hpp"
+
+namespace {
+
+DLTensor make(std::vector<float>& storage, std::vector<std::int64_t>& shape, std::int64_t* strides,
+              std::uint64_t byte_offset = 0) {
+  DLTensor t{};
+  t.data = storage.data();
+  t.device = {kDLCPU, 0};
+  t.ndim = static_cast<int>(shape.size());
+  t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::F32);
+  t.shape = shape.data();
+  t.strides = strides;
+  t.byte_offset = byte_offset;
+  return t;
+}
+
+void crash_after_inputs(const DLTensor* x) {
+  MATE_API("sample.crash", x).run([&] { std::abort(); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "good";
+  std::vector<float> xs(6), ys(8), outs(6);
+  for (int i = 0; i < 6; ++i) xs[static_cast<std::size_t>(i)] = 0.5f * static_cast<float>(i) - 1.0f;
+  for (int i = 0; i < 8; ++i) ys[static_cast<std::size_t>(i)] = static_cast<float>(i * i);
+  std::vector<std::int64_t> shape{2, 3};
+  std::int64_t xt_strides[] = {1, 2};  // x is the transpose of a 3x2 buffer
+  DLTensor x = make(xs, shape, xt_strides);
+  DLTensor y = make(ys, shape, nullptr, 2 * sizeof(float));  // starts two elements in
+  DLTensor out = make(outs, shape, nullptr);
+  if (mode == "good") {
+    sample::axpy(&x, &y, &out, 2.0f);
+    sample::scale_inplace(&out, 0.25, sample::Rounding::Down, "quarter");
+    std::cout << sample::sum(&out) << "\n";
+  } else if (mode == "raise") {
+    try {
+      sample::copy_or_throw(&x, &out, true);
+    } catch (const std::invalid_argument& e) {
+      std::cout << "caught: " << e.what() << "\n";
+    }
+  } else if (mode == "crash") {
+    crash_after_inputs(&x);
+  } else if (mode == "oob") {
+    std::vector<float> big(16);
+    std::vector<std::int64_t> four{4};
+    DLTensor o = make(big, four, nullptr);
+    sample::write_past_end(&o, 4);  // within `big`: fine here, out of bounds for a 4-element buffer
+  } else {
+    std::cerr << "unknown mode " << mode << "\n";
+    return 2;
+  }
+  return 0;
+}

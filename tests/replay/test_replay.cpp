@@ -1,0 +1,287 @@
+// Replaying dumps in-process: the sample kernels are dumped at level 10, then replayed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "mate/config.hpp"
+#include "mate/dump/call_record.hpp"
+#include "mate/dump/dump.hpp"
+#include "mate/log/api.hpp"
+#include "mate/replay/registry.hpp"
+#include "mate/replay/replay.hpp"
+#include "mate/tensor/dtype.hpp"
+#include "mate/tensor/stats.hpp"
+#include "sample_ops.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mate::config::ScopedOverride;
+using mate::config::Var;
+using mate::replay::Outcome;
+
+struct F32 {
+  std::vector<float> data;
+  std::vector<std::int64_t> shape, strides;
+  DLTensor dl{};
+  F32(std::vector<float> d, std::vector<std::int64_t> s, std::vector<std::int64_t> st = {}, std::uint64_t offset = 0)
+      : data(std::move(d)), shape(std::move(s)), strides(std::move(st)) {
+    dl.data = data.data();
+    dl.device = {kDLCPU, 0};
+    dl.ndim = static_cast<int>(shape.size());
+    dl.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::F32);
+    dl.shape = shape.data();
+    dl.strides = strides.empty() ? nullptr : strides.data();
+    dl.byte_offset = offset;
+  }
+};
+
+// What the layout-checking kernel saw when replayed.
+std::vector<std::int64_t> g_seen_strides;
+std::uint64_t g_seen_offset = 0;
+void layout_probe(const DLTensor* x, DLTensor* out) {
+  MATE_API("t.layout_probe", x, out).outputs(MATE_ARGS(out)).run([&] {
+    g_seen_strides.assign(x->strides, x->strides + x->ndim);
+    g_seen_offset = x->byte_offset;
+    const float* base = reinterpret_cast<const float*>(static_cast<const char*>(x->data) + x->byte_offset);
+    static_cast<float*>(out->data)[0] = base[0] + base[x->strides[0]] * 10;
+  });
+}
+MATE_REPLAYABLE("t.layout_probe", &layout_probe);
+
+class ReplayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("mate_replay_test_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    dump(10, {});
+    sample::set_bias(0);
+  }
+  void TearDown() override {
+    sample::set_bias(0);
+    overrides_.clear();
+    mate::log::reconfigure();
+    mate::dump::reconfigure();
+    fs::remove_all(root_);
+  }
+  void dump(int level, const std::vector<std::pair<Var, std::string>>& extra) {
+    overrides_.clear();
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGLEVEL, std::to_string(level)));
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, (fs::temp_directory_path() / "mate_replay_test.log").string()));
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_DUMP_DIR, dumps()));
+    for (const auto& [v, value] : extra) overrides_.push_back(std::make_unique<ScopedOverride>(v, value));
+    mate::log::reconfigure();
+    mate::dump::reconfigure();
+  }
+  // Replays with logging off (as `mate replay` runs).
+  std::vector<mate::replay::CallResult> replay(const mate::replay::Options& o = {}) {
+    dump(0, {});
+    return mate::replay::replay_all(dumps(), o);
+  }
+  std::string dumps() const { return (root_ / "dumps").string(); }
+
+  void run_workload() {
+    F32 x({-1, -0.5f, 0, 0.5f, 1, 1.5f}, {2, 3}, {1, 2});  // transposed view
+    F32 y(std::vector<float>{0, 0, 0, 1, 4, 9, 16, 25}, {2, 3}, {}, 8);
+    F32 out(std::vector<float>(6, 0), {2, 3});
+    sample::axpy(&x.dl, &y.dl, &out.dl, 2.0f);
+    sample::scale_inplace(&out.dl, 0.25, sample::Rounding::Down, "quarter");
+    (void)sample::sum(&out.dl);
+  }
+
+  fs::path root_;
+  std::vector<std::unique_ptr<ScopedOverride>> overrides_;
+};
+
+TEST_F(ReplayTest, UnchangedKernelsPass) {
+  run_workload();
+  auto results = replay();
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) EXPECT_EQ(r.outcome, Outcome::Passed) << mate::replay::format_line(r);
+  EXPECT_EQ(results[0].function, "sample.axpy");
+  EXPECT_EQ(results[1].function, "sample.scale_inplace");  // in place: x is input and output
+  ASSERT_EQ(results[1].outputs.size(), 1u);
+  EXPECT_EQ(results[1].outputs[0].name, "x");
+  EXPECT_EQ(results[2].outputs[0].name, "return");
+}
+
+TEST_F(ReplayTest, AChangedKernelIsAMismatchWithWhereAndHowMuch) {
+  run_workload();
+  sample::set_bias(0.5f);
+  auto results = replay();
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) EXPECT_EQ(r.outcome, Outcome::Mismatch) << mate::replay::format_line(r);
+  const auto& c = results[0].outputs[0];
+  EXPECT_EQ(c.name, "out");
+  EXPECT_EQ(c.mismatched, 6);
+  EXPECT_NEAR(c.max_abs_error, 0.5, 1e-6);
+  EXPECT_EQ(c.where.size(), 2u);
+  EXPECT_NE(results[0].message.find("max abs error 0.5 at ["), std::string::npos) << results[0].message;
+  EXPECT_NE(results[0].message.find("max rel error"), std::string::npos);
+
+  // Within a loose tolerance the same change passes.
+  mate::replay::Options loose;
+  loose.atol = 1.0;
+  loose.rtol = 0;
+  auto again = mate::replay::replay_all(dumps(), loose);
+  EXPECT_EQ(again[0].outcome, Outcome::Passed) << mate::replay::format_line(again[0]);
+}
+
+TEST_F(ReplayTest, ExactAndFilterOptions) {
+  run_workload();
+  mate::replay::Options o;
+  o.filter = "sample.a*";
+  o.exact = true;
+  auto results = replay(o);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Passed);
+}
+
+TEST_F(ReplayTest, TensorsAreRebuiltWithTheirStridesAndOffset) {
+  std::vector<float> storage{0, 0, 1, 2, 3, 4, 5, 6};
+  F32 x(storage, {3}, {2}, 8);  // elements 1, 3, 5 of storage + 2
+  F32 out({0}, {1});
+  layout_probe(&x.dl, &out.dl);
+  g_seen_strides.clear();
+  g_seen_offset = 0;
+  auto results = replay();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Passed) << mate::replay::format_line(results[0]);
+  EXPECT_EQ(g_seen_strides, (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(g_seen_offset, 8u);
+}
+
+TEST_F(ReplayTest, SafetensorsDumpsReplayContiguously) {
+  dump(10, {{Var::MATE_DUMP_SAFETENSORS, "1"}});
+  run_workload();
+  auto results = replay();
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) EXPECT_EQ(r.outcome, Outcome::Passed) << mate::replay::format_line(r);
+}
+
+TEST_F(ReplayTest, ARaisedCallIsReplayedAndHasNoReference) {
+  F32 x({1}, {1}), out({0}, {1});
+  EXPECT_THROW(sample::copy_or_throw(&x.dl, &out.dl, true), std::invalid_argument);
+  auto results = replay();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::NoReference);
+  EXPECT_NE(results[0].message.find("asked to fail"), std::string::npos) << results[0].message;
+}
+
+// What a crash inside the body leaves: status inputs_saved. The call still runs on replay.
+TEST_F(ReplayTest, AnIncompleteCallRunsAndIsReportedAsNoReference) {
+  F32 x({1, 2}, {2}), out({0, 0}, {2});
+  sample::copy_or_throw(&x.dl, &out.dl, false);
+  const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
+  std::ifstream in(dir + "/call.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["status"] = "inputs_saved";
+  j.erase("outputs");
+  std::ofstream(dir + "/call.json") << j.dump();
+  auto results = replay();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::NoReference);
+  EXPECT_NE(results[0].message.find("did not complete (status inputs_saved)"), std::string::npos) << results[0].message;
+}
+
+TEST_F(ReplayTest, ArgumentMismatchesAndUnknownFunctionsArePerCallErrors) {
+  F32 x({1}, {1}), out({0}, {1});
+  sample::axpy(&x.dl, &x.dl, &out.dl, 1.0f);
+  // The registration of sample.axpy names its parameters; a different one is caught.
+  auto fake = +[](const DLTensor*, const DLTensor*, DLTensor*, double) {};
+  mate::replay::register_function(mate::replay::make_replayable("sample.axpy", fake, {"x", "why", "out", "alpha"}));
+  auto results = replay();
+  EXPECT_EQ(results[0].outcome, Outcome::Error);
+  EXPECT_NE(results[0].message.find("recorded as \"y\", the registration names it \"why\""), std::string::npos) << results[0].message;
+  auto wrong_type = +[](const DLTensor*, bool, DLTensor*, float) {};
+  mate::replay::register_function(mate::replay::make_replayable("sample.axpy", wrong_type));
+  results = mate::replay::replay_all(dumps());
+  EXPECT_NE(results[0].message.find("recorded as tensor (tensor), the registered function takes bool"), std::string::npos)
+      << results[0].message;
+  mate::replay::unregister_function("sample.axpy");
+  results = mate::replay::replay_all(dumps());
+  EXPECT_NE(results[0].message.find("is not registered"), std::string::npos) << results[0].message;
+  mate::replay::register_function(mate::replay::make_replayable("sample.axpy", &sample::axpy, {"x", "y", "out", "alpha"}));
+}
+
+TEST_F(ReplayTest, DamagedTensorFilesArePerCallErrors) {
+  run_workload();
+  auto dirs = mate::dump::find_call_dirs(dumps());
+  mate::dump::CallRecord c = mate::dump::read_call(dirs[0]);
+  fs::resize_file(fs::path(dirs[0]) / c.inputs[0].file, 20);
+  auto results = replay();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].outcome, Outcome::Error);
+  EXPECT_NE(results[0].message.find("truncated"), std::string::npos) << results[0].message;
+  EXPECT_EQ(results[1].outcome, Outcome::Passed);
+}
+
+// A "device" whose memory is host memory, so host kernels can run on it: replay must allocate
+// and fill the rebuilt tensors through the device layer and read the results back through it.
+class HostBackedDevice : public mate::device::Backend {
+ public:
+  mate::device::Kind kind() const noexcept override { return mate::device::Kind::Cuda; }
+  const char* name() const noexcept override { return "host-backed-cuda"; }
+  std::size_t granularity() const noexcept override { return 4096; }
+  std::size_t default_alignment() const noexcept override { return 256; }
+  mate::device::Status reserve(std::size_t bytes, std::uintptr_t* base) noexcept override {
+    *base = reinterpret_cast<std::uintptr_t>(std::aligned_alloc(4096, bytes));
+    ++reserves;
+    return {};
+  }
+  mate::device::Status release(std::uintptr_t base, std::size_t) noexcept override {
+    std::free(reinterpret_cast<void*>(base));
+    ++releases;
+    return {};
+  }
+  mate::device::Status map(std::uintptr_t, std::size_t) noexcept override { return {}; }
+  mate::device::Status unmap(std::uintptr_t, std::size_t) noexcept override { return {}; }
+  mate::device::Status write(std::uintptr_t dst, const void* src, std::size_t bytes) noexcept override {
+    std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+    ++writes;
+    return {};
+  }
+  mate::device::Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
+    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    return {};
+  }
+  mate::device::Status fill(std::uintptr_t, unsigned char, std::size_t) noexcept override { return {}; }
+  mate::device::Status synchronize() noexcept override { return {}; }
+  int reserves = 0, releases = 0, writes = 0;
+};
+
+DLDeviceType g_seen_device = kDLCPU;
+void device_probe(const DLTensor* x, DLTensor* out) {
+  MATE_API("t.device_probe", x, out).outputs(MATE_ARGS(out)).run([&] {
+    g_seen_device = x->device.device_type;
+    static_cast<float*>(out->data)[0] = static_cast<const float*>(x->data)[0] * 3;
+  });
+}
+MATE_REPLAYABLE("t.device_probe", &device_probe);
+
+TEST_F(ReplayTest, DeviceTensorsAreRebuiltOnTheirDevice) {
+  HostBackedDevice device;
+  mate::tensor::set_device_backend(mate::device::Kind::Cuda, &device);
+  F32 x({2}, {1}), out({0}, {1});
+  x.dl.device = out.dl.device = {kDLCUDA, 0};
+  device_probe(&x.dl, &out.dl);
+  g_seen_device = kDLCPU;
+  auto results = replay();
+  mate::tensor::set_device_backend(mate::device::Kind::Cuda, nullptr);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Passed) << mate::replay::format_line(results[0]);
+  EXPECT_EQ(g_seen_device, kDLCUDA);
+  EXPECT_EQ(device.reserves, 2);
+  EXPECT_EQ(device.writes, 2);
+  EXPECT_EQ(device.releases, 2);
+}
+
+}  // namespace

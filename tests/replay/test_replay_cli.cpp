@@ -1,0 +1,141 @@
+// `mate replay` as a user runs it: dumps from a separate program, replay with --lib.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "mate/dump/call_record.hpp"
+#include "subprocess.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mate::testing::run;
+
+class ReplayCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("mate_replay_cli_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  mate::testing::RunResult produce(const std::string& mode) {
+    mate::testing::RunOptions o;
+    o.env = {{"MATE_LOGLEVEL", "10"}, {"MATE_LOGDEST", (root_ / "log.txt").string()}, {"MATE_DUMP_DIR", dumps()}};
+    return run({SAMPLE_PRODUCER, mode}, o);
+  }
+  mate::testing::RunResult replay(std::vector<std::string> args) {
+    args.insert(args.begin(), {MATE_BIN, "replay"});
+    // The --lib libraries link MATE statically, and the program's copy of MATE's globals
+    // interposes theirs by design (docs/dumps-and-replay.md). Under AddressSanitizer that is
+    // reported as an ODR violation unless only differing sizes are (level 1). Other builds
+    // ignore the variable.
+    mate::testing::RunOptions o;
+    o.env = {{"ASAN_OPTIONS", "detect_odr_violation=1:detect_leaks=1"}};
+    return run(args, o);
+  }
+  std::string dumps() const { return (root_ / "dumps").string(); }
+  fs::path root_;
+};
+
+TEST_F(ReplayCli, DumpsOfAnExampleRunReplayAndPass) {
+  auto p = produce("good");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.err.find("MATE_LOGLEVEL=10: dumping"), std::string::npos) << p.err;
+  auto r = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sample.axpy  passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sample.scale_inplace  passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sample.sum  passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 passed, 0 failed\n"), std::string::npos) << r.out;
+  // One call directory alone.
+  auto one = replay({"--dir", mate::dump::find_call_dirs(dumps()).at(0), "--lib", SAMPLE_LIB});
+  EXPECT_EQ(one.exit_code, 0) << one.out << one.err;
+  EXPECT_NE(one.out.find("1 passed, 0 failed"), std::string::npos) << one.out;
+}
+
+TEST_F(ReplayCli, AChangedKernelReportsMismatchesAndExitsNonZero) {
+  ASSERT_EQ(produce("good").exit_code, 0);
+  auto r = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("sample.axpy  mismatch: out: 6 of 6 elements differ, max abs error 0.5 at ["), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 passed, 3 failed"), std::string::npos) << r.out;
+  auto j = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED, "--json", "--filter", "sample.axpy"});
+  EXPECT_EQ(j.exit_code, 1);
+  nlohmann::json doc = nlohmann::json::parse(j.out);
+  ASSERT_EQ(doc["calls"].size(), 1u);
+  EXPECT_EQ(doc["calls"][0]["result"], "mismatch");
+  EXPECT_NEAR(doc["calls"][0]["outputs"][0]["max_abs_error"].get<double>(), 0.5, 1e-6);
+  EXPECT_EQ(doc["failed"], 1);
+  // A tolerance wide enough accepts it.
+  EXPECT_EQ(replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED, "--filter", "sample.axpy", "--atol", "1"}).exit_code, 0);
+}
+
+TEST_F(ReplayCli, UnregisteredFunctionsRaisedAndCrashedCallsFail) {
+  ASSERT_EQ(produce("good").exit_code, 0);
+  auto r = replay({"--dir", dumps()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("is not registered (load the library that registers it with --lib PATH)"), std::string::npos) << r.out;
+
+  fs::remove_all(dumps());
+  ASSERT_EQ(produce("raise").exit_code, 0);
+  r = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("no reference"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 passed, 1 failed"), std::string::npos) << r.out;
+
+  // A crash inside the body leaves the inputs and status inputs_saved.
+  fs::remove_all(dumps());
+  auto crash = produce("crash");
+  EXPECT_NE(crash.term_signal, 0);
+  auto dirs = mate::dump::find_call_dirs(dumps());
+  ASSERT_EQ(dirs.size(), 1u);
+  mate::dump::CallRecord c = mate::dump::read_call(dirs[0]);
+  EXPECT_EQ(c.status, mate::dump::CallStatus::InputsSaved);
+  EXPECT_EQ(mate::dump::load_tensor(c, c.inputs[0]).data.size(), 24u);
+}
+
+TEST_F(ReplayCli, CorruptDumpsAreClearPerCallErrors) {
+  ASSERT_EQ(produce("good").exit_code, 0);
+  auto dirs = mate::dump::find_call_dirs(dumps());
+  std::ofstream(fs::path(dirs[0]) / "call.json") << "{\"format\": \"mate-du";
+  auto r = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("error: " + dirs[0] + "/call.json: not valid JSON"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 passed, 1 failed"), std::string::npos) << r.out;
+}
+
+TEST_F(ReplayCli, UsageErrors) {
+  EXPECT_EQ(replay({"--dir", (root_ / "nowhere").string()}).exit_code, 2);
+  auto r = replay({"--dir", "x", "--rtol", "-1"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = replay({"--dir", "x", "--guard-mode", "tail"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--guard-mode needs --guard-alloc"), std::string::npos) << r.err;
+  r = replay({"--dir", "x", "--lib", "/nonexistent/libx.so"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cannot load --lib /nonexistent/libx.so"), std::string::npos) << r.err;
+  fs::create_directories(dumps());
+  r = replay({"--dir", dumps()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("no calls to replay"), std::string::npos) << r.out;
+}
+
+#ifdef MATE_REPLAY_HAVE_GUARD
+// The issue's last "done when": a call that wrote out of bounds, replayed on guarded memory,
+// dies with the guard's report naming the overflow.
+TEST_F(ReplayCli, GuardAllocCatchesTheOutOfBoundsWriteOfAReplayedCall) {
+  ASSERT_EQ(produce("oob").exit_code, 0);
+  auto r = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--guard-alloc", "--guard-mode", "tail"});
+  EXPECT_NE(r.term_signal, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("past the end"), std::string::npos) << r.err;
+  // Without the guard the same replay runs (the write lands in heap slack) and compares.
+  auto plain = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+  EXPECT_EQ(plain.term_signal, 0) << plain.err;
+}
+#endif
+
+}  // namespace
