@@ -1,6 +1,7 @@
 // The reference kernels as a user meets them: `mate module-status` lists them (registered by the
 // mate program), and examples/ops_demo runs, checks its results and logs its calls at level 3.
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -67,6 +68,50 @@ TEST(OpsPrograms, DemoRunsChecksItsResultsAndLogsAtLevel3) {
   EXPECT_THAT(logged.out, HasSubstr("] ops.gemm_nt inputs\n  a: tensor f32 [64, 128] strides [128, 1] cpu contiguous"));
   EXPECT_THAT(logged.out, HasSubstr("] ops.m_grouped_gemm_nt_contiguous outputs ("));
   EXPECT_THAT(logged.out, HasSubstr("  m_indices: tensor i32 [384] strides [1] cpu contiguous"));
+}
+
+// Level 10 on the demo dumps every ops call; `mate replay` (with the reference kernels built in)
+// runs each again and compares its outputs: all pass. Changing a recorded input's output proves
+// the comparison can fail.
+TEST(OpsPrograms, DemoDumpsAtLevel10AndMateReplayPassesThenCatchesAChangedOutput) {
+  ScratchDir ws;
+  std::string dumps = ws.path + "/dumps";
+  RunOptions options{{{"MATE_WORKSPACE_BASE", ws.path}, {"MATE_LOGLEVEL", "10"}, {"MATE_LOGDEST", ws.path + "/log.txt"},
+                      {"MATE_DUMP_DIR", dumps}},
+                     std::nullopt, std::nullopt};
+  auto demo = run({OPS_DEMO}, options);
+  ASSERT_EQ(demo.exit_code, 0) << demo.out << demo.err;
+
+  auto replay = run({MATE_BINARY, "replay", "--dir", dumps}, RunOptions{{{"MATE_WORKSPACE_BASE", ws.path}}, {}, {}});
+  EXPECT_EQ(replay.exit_code, 0) << replay.out << replay.err;
+  EXPECT_THAT(replay.out, HasSubstr("ops.gemm_nt"));
+  EXPECT_THAT(replay.out, HasSubstr("ops.rmsnorm"));
+  EXPECT_THAT(replay.out, HasSubstr("ops.m_grouped_gemm_nt_contiguous"));
+  EXPECT_THAT(replay.out, HasSubstr("\n4 passed, 0 failed\n")) << "the demo makes 4 calls";
+
+  // Flip the recorded result of the first rmsnorm call: replay must now report a mismatch.
+  std::string rms_dir;
+  for (const auto& e : std::filesystem::directory_iterator(dumps))
+    if (e.path().filename().string().find("ops.rmsnorm") != std::string::npos &&
+        (rms_dir.empty() || e.path().string() < rms_dir))
+      rms_dir = e.path().string();
+  ASSERT_FALSE(rms_dir.empty());
+  std::string out_file;
+  for (const auto& e : std::filesystem::directory_iterator(rms_dir + "/outputs")) out_file = e.path().string();
+  ASSERT_FALSE(out_file.empty());
+  {
+    std::fstream f(out_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-2, std::ios::end);
+    char last[2];
+    f.read(last, 2);
+    last[1] ^= 0x40;  // the high byte of the last element: a large change in any dtype
+    f.seekp(-2, std::ios::end);
+    f.write(last, 2);
+  }
+  auto changed = run({MATE_BINARY, "replay", "--dir", rms_dir}, RunOptions{{{"MATE_WORKSPACE_BASE", ws.path}}, {}, {}});
+  EXPECT_EQ(changed.exit_code, 1) << changed.out << changed.err;
+  EXPECT_THAT(changed.out, HasSubstr("mismatch"));
+  EXPECT_THAT(changed.out, HasSubstr("0 passed, 1 failed"));
 }
 
 }  // namespace
