@@ -133,7 +133,7 @@ void* load_published(const std::string& entry, const Plan& plan, bool* exists, s
     throw ModuleError(ModuleError::Kind::LoadFailed,
                       fmt::format("module '{}': {} cannot be loaded: {}\n(the cache entry {} is intact and was "
                                   "left in place: check that the libraries it needs can be found, e.g. "
-                                  "LD_LIBRARY_PATH)",
+                                  "LD_LIBRARY_PATH; `mate clear-cache` removes it if it is damaged)",
                                   plan.spec.name, library, error, entry));
   return h;
 }
