@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "mate/jit/admin.hpp"
+#include "mate/jit/module.hpp"
 #include "mate/ops/contiguous_layout.hpp"
 #include "mate/ops/modules.hpp"
 #include "mate/ops/ops.hpp"
@@ -72,13 +72,18 @@ constexpr DLDataType kI32{kDLInt, 32, 1};
 
 bool g_ok = true;
 
-// Where the call's module comes from, asked before the call: a missing module is built by it.
-std::string module_source(mate::ops::Kernel kernel, mate::ops::InputType type) {
-  auto status = mate::jit::module_status(mate::ops::module_spec(kernel, type, mate::jit::Toolchain::Host));
-  std::string where = status.state == mate::jit::ModuleState::Aot         ? "AOT"
-                      : status.state == mate::jit::ModuleState::JitCached ? "JIT cache"
-                                                                           : "built now";
-  return status.name + ": " + where;
+// Where the call's module came from, asked after the call: load_module() hands back the module
+// the call loaded (kept in memory), and its origin says whether this call built it, found it in
+// the JIT cache, or used an AOT build.
+std::string module_origin(mate::ops::Kernel kernel, mate::ops::InputType type) {
+  mate::jit::Module m = mate::jit::load_module(mate::ops::module_spec(kernel, type, mate::jit::Toolchain::Host));
+  const char* where = "?";
+  switch (m.origin()) {
+    case mate::jit::Origin::Aot: where = "AOT"; break;
+    case mate::jit::Origin::JitCache: where = "JIT cache"; break;
+    case mate::jit::Origin::JitBuilt: where = "built now"; break;
+  }
+  return m.name() + ": " + where;
 }
 
 void report(const char* what, const std::string& module, double max_error, double tolerance, double ms) {
@@ -116,22 +121,22 @@ int main() try {
   Tensor a({64, 128}, kF32), b({96, 128}, kF32), out({64, 96}, kF32);
   a.random(rng);
   b.random(rng);
-  auto module = module_source(mate::ops::Kernel::GemmNt, mate::ops::InputType::F32);
   double ms = timed_ms([&] { mate::ops::gemm_nt(&a.dl, &b.dl, &out.dl, 0.5f); });
+  auto module = module_origin(mate::ops::Kernel::GemmNt, mate::ops::InputType::F32);
   report("gemm_nt f32 [64,128] x [96,128]^T", module, gemm_error(a, b, out, 0.5f), 1e-4, ms);
 
   Tensor ab({33, 256}, kBF16), bb({40, 256}, kBF16), outb({33, 40}, kF32);
   ab.random(rng);
   bb.random(rng);
-  module = module_source(mate::ops::Kernel::GemmNt, mate::ops::InputType::BF16);
   ms = timed_ms([&] { mate::ops::gemm_nt(&ab.dl, &bb.dl, &outb.dl); });
+  module = module_origin(mate::ops::Kernel::GemmNt, mate::ops::InputType::BF16);
   report("gemm_nt bf16 [33,256] x [40,256]^T", module, gemm_error(ab, bb, outb, 1.0f), 1e-4, ms);
 
   Tensor x({8, 512}, kBF16), w({512}, kBF16), y({8, 512}, kBF16);
   x.random(rng);
   w.random(rng);
-  module = module_source(mate::ops::Kernel::RmsNorm, mate::ops::InputType::BF16);
   ms = timed_ms([&] { mate::ops::rmsnorm(&x.dl, &w.dl, &y.dl, 1e-6f); });
+  module = module_origin(mate::ops::Kernel::RmsNorm, mate::ops::InputType::BF16);
   double worst = 0;
   for (std::int64_t r = 0; r < 8; ++r) {
     double ss = 0;
@@ -152,8 +157,8 @@ int main() try {
   lhs.random(rng);
   rhs.random(rng);
   std::memcpy(idx.bytes.data(), layout.m_indices.data(), layout.m_indices.size() * 4);
-  module = module_source(mate::ops::Kernel::GroupedGemmNt, mate::ops::InputType::BF16);
   ms = timed_ms([&] { mate::ops::m_grouped_gemm_nt_contiguous(&lhs.dl, &rhs.dl, &gout.dl, &idx.dl); });
+  module = module_origin(mate::ops::Kernel::GroupedGemmNt, mate::ops::InputType::BF16);
   worst = 0;
   for (std::int64_t r = 0; r < m_sum; ++r)
     for (std::int64_t j = 0; j < n; ++j) {

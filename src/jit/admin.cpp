@@ -180,7 +180,13 @@ std::vector<AotResult> build_aot(const std::vector<ModuleSpec>& specs, const std
     std::string parent = root + "/" + plan.arch + "/" + spec.name;
     make_directories(parent);
     std::string final_dir = parent + "/" + plan.key;
-    std::string staging = build_in_staging(plan, parent);
+    std::string staging;
+    try {
+      staging = build_in_staging(plan, parent);
+    } catch (const CacheVanished& e) {
+      throw ModuleError(ModuleError::Kind::CacheError,
+                        fmt::format("AOT build into {}: {}", root, e.what()));
+    }
     remove_tree(final_dir);
     // Older builds of the same module are replaced: one AOT module per name and arch.
     std::error_code ec;

@@ -71,13 +71,16 @@ namespace fs = std::filesystem;
 
 std::string aot_mismatch(const Plan& plan, const Manifest& m) {
   if (m.name != plan.spec.name) return "different module";
+  if (plan.arch_list.empty())
+    return fmt::format("built for arch {}, but no arch is in effect here to choose it",
+                       fmt::join(m.arch_list, " "));
   for (const auto& a : plan.arch_list)
     if (std::find(m.arch_list.begin(), m.arch_list.end(), a) == m.arch_list.end())
       return fmt::format("built for arch {} which lacks {}", fmt::join(m.arch_list, " "), a);
   std::map<std::string, std::string> theirs;
   for (const auto& i : m.inputs) theirs[i.name] = i.value;
   for (const auto& i : plan.inputs) {
-    if (i.name == kInputCompilerPath || i.name == kInputTargetArch) continue;
+    if (i.name == kInputCompilerPath || i.name == kInputCompilerInvoked || i.name == kInputTargetArch) continue;
     if (i.name == kInputCompilerVersion && !plan.compiler_known) continue;
     auto it = theirs.find(i.name);
     if (it == theirs.end()) return fmt::format("input '{}' is absent from the AOT module", i.name);

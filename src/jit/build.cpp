@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <system_error>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -35,13 +37,62 @@ std::string ninja_escape(const std::string& s) {
   return out;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
+// The staging directory, known by its inode: it has vanished when its path no longer leads to
+// it (`mate clear-cache` renamed the cache away, and perhaps another process made a new one).
+struct StagingDir {
+  std::string path;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool vanished() const {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) != 0 || st.st_dev != dev || st.st_ino != ino;
+  }
+  [[noreturn]] void throw_vanished(const Plan& plan) const {
+    throw CacheVanished(fmt::format("module '{}': the build directory {} was removed during the build (the cache "
+                                    "was cleared)",
+                                    plan.spec.name, path));
+  }
+};
+
+StagingDir make_staging(const Plan& plan, const std::string& path) {
+  remove_tree(path);  // only left over when a pid was reused
+  if (::mkdir(path.c_str(), 0755) != 0)
+    throw ModuleError(ModuleError::Kind::CacheError,
+                      fmt::format("cannot create build directory {}: {} (check permissions and free disk space, "
+                                  "or set MATE_WORKSPACE_BASE)",
+                                  path, std::strerror(errno)));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) StagingDir{path}.throw_vanished(plan);
+  return StagingDir{path, st.st_dev, st.st_ino};
+}
+
+// Creates the directories of `relative` ("src/a.cpp": src; "obj/": obj) one level at a time
+// inside the staging directory and never the staging directory itself: one renamed away by
+// clear-cache must not be recreated in the fresh cache.
+void make_parent_directories(const Plan& plan, const StagingDir& dir, const std::string& relative) {
+  for (std::size_t at = relative.find('/'); at != std::string::npos; at = relative.find('/', at + 1)) {
+    std::string sub = dir.path + "/" + relative.substr(0, at);
+    if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) {
+      int error = errno;
+      if (dir.vanished()) dir.throw_vanished(plan);
+      throw ModuleError(ModuleError::Kind::CacheError,
+                        fmt::format("cannot create directory {}: {} (check permissions and free disk space)", sub,
+                                    std::strerror(error)));
+    }
+  }
+}
+
+void write_file(const Plan& plan, const StagingDir& dir, const std::string& relative, const std::string& text) {
+  make_parent_directories(plan, dir, relative);
+  std::string path = dir.path + "/" + relative;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();
-  if (!out)
-    throw ModuleError(ModuleError::Kind::CacheError, fmt::format("cannot write {}", path));
+  if (!out) {
+    if (dir.vanished()) dir.throw_vanished(plan);
+    throw ModuleError(ModuleError::Kind::CacheError,
+                      fmt::format("cannot write {} (check permissions and free disk space)", path));
+  }
 }
 
 std::string build_ninja(const Plan& plan) {
@@ -83,13 +134,13 @@ int ninja_jobs() {
 std::string build_in_staging(const Plan& plan, const std::string& parent) {
   static std::atomic<unsigned> counter{0};
   make_directories(parent);
-  std::string staging = fmt::format("{}/.staging-{}-{}-{}-{}", parent, plan.key, hostname(), getpid(), counter++);
-  remove_tree(staging);
-  make_directories(staging);
-  for (const auto& f : plan.files) write_file(staging + "/" + f.path, f.text);
-  for (const auto& h : bundled_headers()) write_file(staging + "/" + h.path, h.text);
-  make_directories(staging + "/obj");
-  write_file(staging + "/build.ninja", build_ninja(plan));
+  const StagingDir dir = make_staging(
+      plan, fmt::format("{}/.staging-{}-{}-{}-{}", parent, plan.key, hostname(), getpid(), counter++));
+  const std::string& staging = dir.path;
+  for (const auto& f : plan.files) write_file(plan, dir, f.path, f.text);
+  for (const auto& h : bundled_headers()) write_file(plan, dir, h.path, h.text);
+  make_parent_directories(plan, dir, "obj/");
+  write_file(plan, dir, "build.ninja", build_ninja(plan));
 
   auto ninja = find_program("ninja");
   if (!ninja) ninja = find_program("ninja-build");
@@ -102,29 +153,43 @@ std::string build_in_staging(const Plan& plan, const std::string& parent) {
   }
   bool verbose = config::jit_verbose();
   std::vector<std::string> argv{*ninja, "-C", staging, "-j", std::to_string(ninja_jobs())};
-  if (verbose) {
-    argv.push_back("-v");
-    std::fprintf(stderr, "mate: building module '%s' (key %s) in %s\n", plan.spec.name.c_str(),
-                 plan.key.c_str(), staging.c_str());
-  }
+  if (verbose) argv.push_back("-v");
+  // Always one line when a build starts and one when it ends: builds are rare and take seconds,
+  // and a user wants to know why the first call was slow.
+  const std::size_t sources = plan.steps.size() - 1;  // every step but the link compiles one source
+  std::fprintf(stderr, "mate: building module '%s' (key %s) with %zu source%s%s%s ...\n", plan.spec.name.c_str(),
+               plan.key.c_str(), sources, sources == 1 ? "" : "s", verbose ? " in " : "",
+               verbose ? staging.c_str() : "");
   auto start = std::chrono::steady_clock::now();
-  ProcessResult r = run_process(argv, verbose);
+  ProcessResult r;
+  try {
+    r = run_process(argv, verbose);
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "mate: module '%s' (key %s) FAILED: ninja could not be started\n", plan.spec.name.c_str(),
+                 plan.key.c_str());
+    remove_tree(staging);
+    throw ModuleError(ModuleError::Kind::NotBuildable,
+                      fmt::format("cannot build module '{}': {}: {} (check that it is an executable ninja)",
+                                  plan.spec.name, *ninja, e.code().message()));
+  }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "mate: module '%s' (key %s) %s in %.1f s\n", plan.spec.name.c_str(), plan.key.c_str(),
+               r.ok() ? "done" : "FAILED", seconds);
+  // A build in a directory renamed away may have failed (its sources deleted) or succeeded into
+  // the trash: either way it is not this module's result.
+  if (dir.vanished()) dir.throw_vanished(plan);
   if (!verbose) {
     std::ofstream log(staging + "/build.log", std::ios::binary);
     log << r.output;
   }
   if (!r.ok()) {
-    struct stat st {};
-    bool gone = ::stat(staging.c_str(), &st) != 0;
     std::string cmd = failing_command(r.output);
-    std::string message = fmt::format(
-        "building module '{}' (key {}) failed: ninja {}{}\n", plan.spec.name, plan.key,
-        r.describe_status(), gone ? " (the build directory disappeared: the cache was cleared)" : "");
+    std::string message = fmt::format("building module '{}' (key {}) failed: ninja {}\n", plan.spec.name, plan.key,
+                                      r.describe_status());
     if (!cmd.empty()) message += "failing command:\n  " + cmd + "\n";
     if (verbose) message += "(the build output is above: MATE_JIT_VERBOSE=1)\n";
     else message += "build output:\n" + r.output;
-    if (!gone) message += fmt::format("build directory kept for inspection: {}\n", staging);
+    message += fmt::format("build directory kept for inspection: {}\n", staging);
     throw ModuleError(ModuleError::Kind::BuildFailed, message);
   }
 
@@ -134,9 +199,11 @@ std::string build_in_staging(const Plan& plan, const std::string& parent) {
   struct stat st {};
   if (::stat((staging + "/module.so").c_str(), &st) == 0) m.size = static_cast<std::uint64_t>(st.st_size);
   std::string failed_step;
-  if (auto ec = core::write_file_atomically(staging + "/manifest.json", to_json(m).dump(2) + "\n", 0644, &failed_step))
+  if (auto ec = core::write_file_atomically(staging + "/manifest.json", to_json(m).dump(2) + "\n", 0644, &failed_step)) {
+    if (dir.vanished()) dir.throw_vanished(plan);
     throw ModuleError(ModuleError::Kind::CacheError,
                       fmt::format("cannot write {}/manifest.json: {} ({})", staging, ec.message(), failed_step));
+  }
   return staging;
 }
 

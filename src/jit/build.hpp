@@ -2,15 +2,25 @@
 // rename. Used by the JIT loader (under the module's lock) and by AOT builds.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 #include "jit/plan.hpp"
 
 namespace mate::jit::detail {
 
+// Thrown by build_in_staging when its directory vanished under it (`mate clear-cache` renamed
+// the cache away): not the build's fault; the loader builds again in the fresh cache.
+struct CacheVanished : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Builds `plan` in a new directory under `parent` named .staging-<key>-<host>-<pid>-<n>, and
-// writes its manifest.json. Returns the directory. Throws ModuleError(BuildFailed) with the full
-// build output and the failing command.
+// writes its manifest.json. Returns the directory. Says on stderr when the build starts and
+// when it ends (builds are rare and take seconds: a user wants to know why a call is slow).
+// Throws ModuleError(BuildFailed) with the full build output and the failing command,
+// ModuleError(NotBuildable) when ninja cannot be started, ModuleError(CacheError) when a file
+// cannot be written, and CacheVanished.
 std::string build_in_staging(const Plan& plan, const std::string& parent);
 
 enum class Publish { Published, AlreadyThere, ParentGone };

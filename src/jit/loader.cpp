@@ -4,9 +4,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -89,7 +94,22 @@ std::shared_ptr<const Module::State> make_state(const Plan& plan, const std::str
   return std::make_shared<const Module::State>(Module::State{plan.spec.name, key, path, origin, handle});
 }
 
-// A published entry: loaded, absent (""), or unusable (`problem` says why).
+// Whether `path` starts with the ELF magic; "" when it does, else why not.
+std::string elf_problem(const std::string& path) {
+  unsigned char magic[4] = {};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return fmt::format("cannot be opened: {}", std::strerror(errno));
+  std::size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  if (n == sizeof magic && magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F') return "";
+  return "is not an ELF shared library";
+}
+
+// A published entry: loaded, absent (*exists false), or structurally corrupt (`problem` says
+// why: manifest missing, malformed or for another key, library missing, not ELF, or not the
+// size the manifest recorded). A structurally sound library that dlopen refuses is not corrupt:
+// the cause is this process's environment (a runtime library not found, LD_LIBRARY_PATH), so
+// that throws ModuleError(LoadFailed) and leaves the entry alone; rebuilding would not help.
 void* load_published(const std::string& entry, const Plan& plan, bool* exists, std::string* problem) {
   struct stat st {};
   *exists = ::stat(entry.c_str(), &st) == 0;
@@ -97,28 +117,75 @@ void* load_published(const std::string& entry, const Plan& plan, bool* exists, s
   Manifest m;
   *problem = check_entry(entry, plan, &m);
   if (!problem->empty()) return nullptr;
+  const std::string library = entry + "/" + m.library;
+  if (std::string why = elf_problem(library); !why.empty()) {
+    *problem = m.library + " " + why;
+    return nullptr;
+  }
+  if (::stat(library.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) != m.size) {
+    *problem = fmt::format("{} has {} bytes but manifest.json recorded {} (truncated or replaced)", m.library,
+                           st.st_size, m.size);
+    return nullptr;
+  }
   std::string error;
-  void* h = try_dlopen(entry + "/" + m.library, &error);
-  if (h == nullptr) *problem = m.library + " cannot be loaded: " + error;
+  void* h = try_dlopen(library, &error);
+  if (h == nullptr)
+    throw ModuleError(ModuleError::Kind::LoadFailed,
+                      fmt::format("module '{}': {} cannot be loaded: {}\n(the cache entry {} is intact and was "
+                                  "left in place: check that the libraries it needs can be found, e.g. "
+                                  "LD_LIBRARY_PATH; `mate clear-cache` removes it if it is damaged)",
+                                  plan.spec.name, library, error, entry));
   return h;
 }
 
-void set_aside(const std::string& module_path, const std::string& entry, const Plan& plan,
+// Removes entries set aside earlier for this key. Nothing loads a set-aside entry (a process
+// that mapped its library keeps the mapping), so only the newest is kept, for inspection.
+void remove_set_aside(const std::string& module_path, const std::string& key) {
+  std::string prefix = ".corrupt-" + key + "-";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(module_path, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind(prefix, 0) == 0) remove_tree(it->path().string());
+}
+
+// Renames a corrupt entry out of the way. False when the entry vanished meanwhile (the cache
+// was cleared): the caller retries.
+bool set_aside(const std::string& module_path, const std::string& entry, const Plan& plan,
                const std::string& problem) {
   static std::atomic<unsigned> counter{0};
   std::string aside = fmt::format("{}/.corrupt-{}-{}-{}", module_path, plan.key, getpid(), counter++);
-  if (::rename(entry.c_str(), aside.c_str()) != 0)
+  if (::rename(entry.c_str(), aside.c_str()) != 0) {
+    if (errno == ENOENT) return false;
     throw ModuleError(ModuleError::Kind::CacheError,
                       fmt::format("module '{}': cache entry {} is unusable ({}) and cannot be set "
                                   "aside: {}",
                                   plan.spec.name, entry, problem, std::strerror(errno)));
+  }
   std::fprintf(stderr, "mate: module '%s': cache entry %s is unusable (%s); set aside as %s, rebuilding\n",
                plan.spec.name.c_str(), entry.c_str(), problem.c_str(), aside.c_str());
+  return true;
 }
 
 std::string arch_text(const Plan& plan) {
+  if (!plan.arch_known) return "unknown (no arch list, see the key)";
   std::string list = fmt::format("{}", fmt::join(plan.arch_list, " "));
   return plan.spec.toolchain == Toolchain::Host ? plan.arch : fmt::format("{} ({})", plan.arch, list);
+}
+
+// MATE_DISABLE_JIT=1 and no AOT module matched: the module, its key (or why it has none), the
+// arch, and every place searched with why it did not match.
+ModuleError missing_error(const Plan& plan, const std::vector<std::string>& searched) {
+  std::string key = plan.arch_known
+                        ? plan.key + (plan.compiler_known ? "" : " (compiler not installed here)")
+                        : "none: a key needs the arch list, and " + plan.why_not_buildable;
+  std::string text = fmt::format(
+      "module '{}' is missing: MATE_DISABLE_JIT=1 requires a matching AOT module and none was "
+      "found\n  module: {} ({})\n  key: {}\n  arch: {}\n  searched:\n",
+      plan.spec.name, plan.spec.name, to_string(plan.spec.toolchain), key, arch_text(plan));
+  for (const auto& s : searched) text += "    " + s + "\n";
+  text += "  Build AOT modules with `mate aot-build --out DIR` (DIR added with "
+          "mate::jit::add_aot_directory or installed under " MATE_INSTALL_PREFIX "/" MATE_INSTALL_LIBDIR
+          "/mate/aot), or unset MATE_DISABLE_JIT.";
+  return ModuleError(ModuleError::Kind::Missing, text);
 }
 
 // The JIT path, run with the module's lock. Returns the state, or nullptr when the cache was
@@ -127,6 +194,8 @@ std::shared_ptr<const Module::State> build_locked(const Plan& plan, const std::s
                                                   const LoadOptions& options) {
   std::string mod_dir = module_dir(root, plan);
   std::string entry = entry_dir(root, plan);
+  // Every "the cache vanished" failure below returns nullptr: `mate clear-cache` renamed the
+  // cache away while this process was between two steps, and the caller starts over.
   make_directories(mod_dir);
   core::FileLock::Options lock_options;
   lock_options.notify_after = options.lock_notice_after;
@@ -137,34 +206,40 @@ std::shared_ptr<const Module::State> build_locked(const Plan& plan, const std::s
     if (options.on_lock_wait) options.on_lock_wait(notice);
     else std::fprintf(stderr, "%s\n", notice.c_str());
   };
-  core::FileLock lock = [&] {
+  std::optional<core::FileLock> lock = [&] {
     try {
-      return core::FileLock::acquire(mod_dir + "/.lock-" + plan.key, lock_options);
+      return std::optional<core::FileLock>(core::FileLock::acquire(mod_dir + "/.lock-" + plan.key, lock_options));
     } catch (const std::system_error& e) {
-      throw ModuleError(ModuleError::Kind::CacheError, e.what());
+      if (e.code() == std::errc::no_such_file_or_directory) return std::optional<core::FileLock>();
+      throw ModuleError(ModuleError::Kind::CacheError, fmt::format("module '{}': {}", plan.spec.name, e.what()));
     }
   }();
+  if (!lock) return nullptr;  // the directory was removed between its creation and the lock
 
   // Someone may have published while we waited.
   bool exists = false;
   std::string problem;
   if (void* h = load_published(entry, plan, &exists, &problem))
     return make_state(plan, plan.key, entry + "/module.so", Origin::JitCache, h);
-  if (exists) set_aside(mod_dir, entry, plan, problem);
+  remove_set_aside(mod_dir, plan.key);
+  if (exists && !set_aside(mod_dir, entry, plan, problem)) return nullptr;
 
   remove_dead_staging(mod_dir, plan.key);
   std::string staging;
   try {
     staging = build_in_staging(plan, mod_dir);
-  } catch (const ModuleError& e) {
-    struct stat st {};
-    if (e.kind() == ModuleError::Kind::BuildFailed && ::stat(mod_dir.c_str(), &st) != 0) return nullptr;
-    throw;
+  } catch (const CacheVanished&) {
+    return nullptr;
   }
+  auto gone = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) != 0;
+  };
   switch (publish(staging, entry)) {
     case Publish::Published: {
       std::string error;
       void* h = try_dlopen(entry + "/module.so", &error);
+      if (h == nullptr && gone(entry)) return nullptr;
       if (h == nullptr)
         throw ModuleError(ModuleError::Kind::LoadFailed,
                           fmt::format("module '{}' was built but cannot be loaded from {}: {}",
@@ -176,6 +251,7 @@ std::shared_ptr<const Module::State> build_locked(const Plan& plan, const std::s
       // load our own build, then discard it; the mapping outlives the files.
       std::string error;
       void* h = try_dlopen(staging + "/module.so", &error);
+      if (h == nullptr && gone(staging)) return nullptr;
       remove_tree(staging);
       if (h == nullptr)
         throw ModuleError(ModuleError::Kind::LoadFailed,
@@ -208,12 +284,17 @@ Module load_module(const ModuleSpec& spec, const LoadOptions& options) {
     return Module(std::move(state));
   };
 
-  if (!plan.arch_known)
-    throw ModuleError(jit_disabled ? ModuleError::Kind::Missing : ModuleError::Kind::NotBuildable,
-                      fmt::format("module '{}' ({}) cannot be resolved: {}", spec.name,
-                                  to_string(spec.toolchain), plan.why_not_buildable));
-
   std::vector<std::string> searched;
+  if (!plan.arch_known) {
+    if (jit_disabled) {
+      find_aot(plan, &searched);  // matches nothing without an arch list; says what each root holds
+      throw missing_error(plan, searched);
+    }
+    throw ModuleError(ModuleError::Kind::NotBuildable,
+                      fmt::format("module '{}' ({}) cannot be resolved: {}", spec.name, to_string(spec.toolchain),
+                                  plan.why_not_buildable));
+  }
+
   if (auto aot = find_aot(plan, &searched)) {
     std::string error;
     std::string path = aot->dir + "/" + aot->manifest.library;
@@ -222,18 +303,7 @@ Module load_module(const ModuleSpec& spec, const LoadOptions& options) {
   }
 
   const std::string entry = entry_dir(root, plan);
-  if (jit_disabled) {
-    std::string text = fmt::format(
-        "module '{}' is missing: MATE_DISABLE_JIT=1 requires a matching AOT module and none was "
-        "found\n  module: {}\n  key: {}{}\n  arch: {}\n  searched:\n",
-        spec.name, spec.name, plan.key, plan.compiler_known ? "" : " (compiler not installed here)",
-        arch_text(plan));
-    for (const auto& s : searched) text += "    " + s + "\n";
-    text += "  Build AOT modules with `mate aot-build --out DIR` (DIR added with "
-            "mate::jit::add_aot_directory or installed under <prefix>/lib/mate/aot), or unset "
-            "MATE_DISABLE_JIT.";
-    throw ModuleError(ModuleError::Kind::Missing, text);
-  }
+  if (jit_disabled) throw missing_error(plan, searched);
   if (!plan.buildable)
     throw ModuleError(ModuleError::Kind::NotBuildable,
                       fmt::format("module '{}' is not buildable here: {}", spec.name, plan.why_not_buildable));
@@ -244,12 +314,16 @@ Module load_module(const ModuleSpec& spec, const LoadOptions& options) {
   if (void* h = load_published(entry, plan, &exists, &problem))
     return remember(make_state(plan, plan.key, entry + "/module.so", Origin::JitCache, h));
 
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  constexpr int kAttempts = 3;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
     if (auto state = build_locked(plan, root, options)) return remember(std::move(state));
+    if (attempt < kAttempts)
+      std::fprintf(stderr, "mate: module '%s': the cache %s was removed during the build; building again\n",
+                   spec.name.c_str(), root.c_str());
   }
   throw ModuleError(ModuleError::Kind::CacheError,
-                    fmt::format("module '{}': the cache {} was removed twice during the build; try again",
-                                spec.name, root));
+                    fmt::format("module '{}': the cache {} was removed during each of {} builds; try again",
+                                spec.name, root, kAttempts));
 }
 
 }  // namespace mate::jit

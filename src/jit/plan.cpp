@@ -222,6 +222,8 @@ Plan make_plan(const ModuleSpec& spec, const std::string& memo_dir) {
   for (const auto& a : plan.arch_list) arch_text += (arch_text.empty() ? "" : " ") + a;
   in.push_back({kInputTargetArch, arch_text});
   in.push_back({kInputCompilerPath, plan.compiler_known ? plan.compiler.resolved : "unknown"});
+  // The name it is run as: ccache and clang choose their behaviour by it.
+  in.push_back({kInputCompilerInvoked, plan.compiler_known ? plan.compiler.invoked : "unknown"});
   in.push_back({kInputCompilerVersion, plan.compiler_known ? plan.compiler.version : "unknown"});
   in.push_back({extra_var, extra_value});
   in.push_back({"MATE_EXTRA_LDFLAGS", ldflags_value});

@@ -19,6 +19,7 @@ struct KeyInput {
 
 // Input names with a special role in matching AOT modules.
 inline constexpr const char* kInputCompilerPath = "compiler_path";
+inline constexpr const char* kInputCompilerInvoked = "compiler_invoked";
 inline constexpr const char* kInputCompilerVersion = "compiler_version";
 inline constexpr const char* kInputTargetArch = "target_arch";
 // Placeholder in recorded command lines for the compiler and for the per-arch flags.
@@ -37,7 +38,7 @@ struct BuildStep {
 };
 
 struct Compiler {
-  std::string invoked;   // the path run (as found: keeps ccache-style symlinks working)
+  std::string invoked;   // the path run (as found: keeps ccache-style symlinks working), part of the key
   std::string resolved;  // realpath, part of the key
   std::string version;   // `--version` output, trimmed
 };

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -131,8 +132,10 @@ std::string compiler_version(const std::string& invoked, const std::string& reso
                              const std::string& memo_dir) {
   struct stat st {};
   if (::stat(resolved.c_str(), &st) != 0) st = {};
-  std::string stamp = fmt::format("{}|{}|{}|{}|{}.{}|{}.{}", resolved, st.st_dev, st.st_ino, st.st_size,
-                                  st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec,
+  // The invoked path is part of the stamp: wrappers such as ccache or a clang/clang++ pair
+  // resolve to one executable but behave by the name they are run as.
+  std::string stamp = fmt::format("{}|{}|{}|{}|{}|{}.{}|{}.{}", invoked, resolved, st.st_dev, st.st_ino,
+                                  st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec,
                                   st.st_ctim.tv_nsec);
   std::string memo_name = content_hash_hex(stamp).substr(0, 32);
 
@@ -161,7 +164,15 @@ std::string compiler_version(const std::string& invoked, const std::string& reso
     }
   }
   if (!have) {
-    ProcessResult r = run_process({invoked, "--version"}, false);
+    ProcessResult r;
+    try {
+      r = run_process({invoked, "--version"}, false);
+    } catch (const std::system_error& e) {
+      throw ModuleError(ModuleError::Kind::NotBuildable,
+                        fmt::format("compiler {} cannot be run: {} (check that it is an executable compiler; "
+                                    "a script needs a valid #! line)",
+                                    invoked, e.code().message()));
+    }
     if (!r.ok())
       throw ModuleError(ModuleError::Kind::NotBuildable,
                         fmt::format("compiler {} does not answer --version ({}):\n{}", invoked,

@@ -23,8 +23,9 @@ struct ToolchainResolution {
 ToolchainResolution resolve_toolchain(Toolchain toolchain, const std::string& memo_dir);
 
 // The compiler's `--version` output, remembered in `memo_dir` (when not "") under a name
-// derived from the executable's resolved path, inode, size and change times: a compiler
-// replaced in place is asked again. The identity in the key is the output itself.
+// derived from the invoked path and the executable's resolved path, inode, size and change
+// times: a compiler replaced in place is asked again, and two names of one executable (ccache's
+// g++ and clang++) are asked separately. The identity in the key is the output itself.
 std::string compiler_version(const std::string& invoked, const std::string& resolved,
                              const std::string& memo_dir);
 

@@ -56,6 +56,11 @@ void* kernel_symbol(const char* function, Kernel kernel, InputType type, jit::To
   return address;
 }
 
+void forget_kernel_symbols() {
+  std::lock_guard<std::mutex> lock(table_mutex());
+  table().clear();
+}
+
 void check_cuda(const char* function, Kernel kernel, InputType type, const Placement& placement, int error) {
   if (error == 0) return;
   using ErrorString = const char*(int);

@@ -19,6 +19,10 @@ jit::Toolchain toolchain_for(const Placement& placement);
 void* kernel_symbol(const char* function, Kernel kernel, InputType type, jit::Toolchain toolchain,
                     const char* symbol);
 
+// Forgets every kept symbol, so that the next call resolves its module again. For tests that
+// change the module workspace within one process (MATE_WORKSPACE_BASE is latched otherwise).
+void forget_kernel_symbols();
+
 // Throws KernelError when a CUDA launcher returned a non-zero cudaError_t.
 void check_cuda(const char* function, Kernel kernel, InputType type, const Placement& placement, int error);
 

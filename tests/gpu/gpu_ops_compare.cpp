@@ -154,6 +154,9 @@ int main() try {
     rmsnorm_case(type, 33, 100, rng);
     grouped_case(type, {3, 0, 130, 1}, 45, 33, rng);
   }
+  // More rows than a 65535-block grid dimension of 16- or 32-row tiles holds (~1M or ~2M rows).
+  gemm_case(f32, (std::int64_t{1} << 21) + 37, 3, 2, rng);
+  grouped_case(f32, {(std::int64_t{1} << 21) + 5, 7}, 3, 2, rng);
   // A bad index on the device is found before the launch.
   {
     Pair lhs({128, 4}, f32), rhs({1, 2, 4}, f32), out({128, 2}, f32), idx({128}, {kDLInt, 32, 1});

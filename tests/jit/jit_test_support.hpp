@@ -10,8 +10,27 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "mate/jit/module.hpp"
 
 namespace mate::jit::testing {
+
+// While alive, no CUDA or MUSA device is visible to the JIT, whatever the machine has: tests of
+// "no arch list" must not depend on whether a GPU is installed.
+struct NoVisibleDevices {
+  static std::vector<std::string> none() { return {}; }
+  NoVisibleDevices() {
+    set_device_arch_detector(device::Kind::Cuda, &none);
+    set_device_arch_detector(device::Kind::Musa, &none);
+  }
+  ~NoVisibleDevices() {
+    set_device_arch_detector(device::Kind::Cuda, nullptr);
+    set_device_arch_detector(device::Kind::Musa, nullptr);
+  }
+  NoVisibleDevices(const NoVisibleDevices&) = delete;
+  NoVisibleDevices& operator=(const NoVisibleDevices&) = delete;
+};
 
 struct TempDir {
   std::string path;

@@ -1,10 +1,12 @@
 // load_module() in one process: builds with ninja and the host compiler, loads, calls; AOT
 // preference and MATE_DISABLE_JIT; build failures; module status; clear-cache; CUDA via nvcc.
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <utime.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include <gmock/gmock.h>
@@ -128,13 +130,36 @@ TEST_F(JitLoad, DisableJitWithoutAotIsAnErrorNamingModuleKeyArchAndEveryPlaceSea
     EXPECT_EQ(e.kind(), ModuleError::Kind::Missing);
     std::string what = e.what();
     EXPECT_THAT(what, HasSubstr("module 'mate_sample_axpy_f32_t16' is missing: MATE_DISABLE_JIT=1"));
-    EXPECT_THAT(what, HasSubstr("  module: mate_sample_axpy_f32_t16\n"));
+    EXPECT_THAT(what, HasSubstr("  module: mate_sample_axpy_f32_t16 (host)\n"));
     EXPECT_THAT(what, HasSubstr("  key: " + key + "\n"));
     EXPECT_THAT(what, HasSubstr("  arch: " + detail::host_arch() + "\n"));
     EXPECT_THAT(what, HasSubstr("    " + aot.path + " (AOT root: module not in manifest.json)"));
     for (const auto& dir : aot_directories()) EXPECT_THAT(what, HasSubstr(dir));
   }
   EXPECT_FALSE(exists(cache_root() + "/" + detail::host_arch())) << "nothing was built";
+}
+
+TEST_F(JitLoad, DisableJitWithoutArchListNamesModuleWhyThereIsNoKeyArchAndEveryPlaceSearched) {
+  TempDir aot;
+  ASSERT_TRUE(build_aot({sample_axpy_spec("float", 64)}, aot.path).at(0).built);
+  add_aot_directory(aot.path);
+  ScopedOverride list(Var::MATE_CUDA_ARCH_LIST, std::nullopt);
+  mate::jit::testing::NoVisibleDevices no_devices;
+  ScopedOverride off(Var::MATE_DISABLE_JIT, "1");
+  try {
+    load_module(sample_cuda_scale_spec());
+    FAIL() << "expected an error";
+  } catch (const ModuleError& e) {
+    EXPECT_EQ(e.kind(), ModuleError::Kind::Missing);
+    std::string what = e.what();
+    EXPECT_THAT(what, HasSubstr("module 'mate_sample_scale_cuda' is missing: MATE_DISABLE_JIT=1"));
+    EXPECT_THAT(what, HasSubstr("  module: mate_sample_scale_cuda (cuda)\n"));
+    EXPECT_THAT(what, HasSubstr("  key: none: a key needs the arch list, and no CUDA arch list: "
+                                "MATE_CUDA_ARCH_LIST is unset"));
+    EXPECT_THAT(what, HasSubstr("  arch: unknown"));
+    EXPECT_THAT(what, HasSubstr("    " + aot.path + " (AOT root: module not in manifest.json)"));
+    for (const auto& dir : aot_directories()) EXPECT_THAT(what, HasSubstr("    " + dir + " (AOT root: "));
+  }
 }
 
 TEST_F(JitLoad, StatusGoesFromMissingToCachedToStaleNamingTheFirstDifferentInput) {
@@ -155,7 +180,10 @@ TEST_F(JitLoad, StatusGoesFromMissingToCachedToStaleNamingTheFirstDifferentInput
 }
 
 TEST_F(JitLoad, ClearCacheRemovesTheCacheWhileLoadedModulesKeepWorking) {
-  Module m = load_module(sample_axpy_spec("float", 64));
+  // A tile no other test builds ahead of time: the AOT roots other tests added stay known to
+  // this process, and their loaded libraries stay mapped.
+  Module m = load_module(sample_axpy_spec("float", 40));
+  ASSERT_EQ(m.origin(), Origin::JitBuilt);
   ClearResult r = clear_cache(false);
   EXPECT_TRUE(r.existed);
   EXPECT_EQ(r.path, cache_root());
@@ -165,6 +193,50 @@ TEST_F(JitLoad, ClearCacheRemovesTheCacheWhileLoadedModulesKeepWorking) {
   m.function<AxpyFn>("mate_sample_axpy")(4, 1.0f, x, y);
   EXPECT_EQ(y[3], 4.0f) << "a loaded module outlives its files";
   EXPECT_FALSE(clear_cache(false).existed);
+}
+
+TEST_F(JitLoad, LibraryWhoseDependencyIsNotFoundIsLoadFailedAndTheEntryIsKept) {
+  // An environment problem (a runtime library not on the search path), not a corrupt entry:
+  // the entry must be left alone, never set aside and rebuilt.
+  std::string cxx = mate::jit::testing::write_compiler_wrapper(workspace.path);
+  ScopedOverride o(Var::CXX, cxx);
+  TempDir libdir;
+  ModuleSpec dep{.name = "mate_test_dep",
+                 .sources = {{"dep.cpp", "#include \"mate/jit/module_abi.h\"\n"
+                                         "MATE_MODULE_EXPORT int mate_test_dep_value() { return 41; }\n"}},
+                 .ldflags = {"-Wl,-soname,libmate_test_dep.so"}};
+  // Built but not loaded here: once loaded, its soname would satisfy the dependency.
+  auto built = build_aot({dep}, libdir.path + "/aot");
+  ASSERT_TRUE(built.at(0).built) << built.at(0).skipped_reason;
+  std::filesystem::copy_file(built.at(0).path, libdir.path + "/libmate_test_dep.so");
+  ModuleSpec user{.name = "mate_test_dep_user",
+                  .sources = {{"user.cpp", "#include \"mate/jit/module_abi.h\"\n"
+                                           "MATE_MODULE_EXPORT int mate_test_dep_value();\n"
+                                           "MATE_MODULE_EXPORT int answer() { return mate_test_dep_value() + 1; }\n"}},
+                  .ldflags = {"-L" + libdir.path, "-lmate_test_dep"}};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      load_module(user);
+      FAIL() << "expected a load failure (attempt " << attempt << ")";
+    } catch (const ModuleError& e) {
+      EXPECT_EQ(e.kind(), ModuleError::Kind::LoadFailed);
+      EXPECT_THAT(e.what(), HasSubstr("libmate_test_dep.so"));
+    }
+  }
+  ModuleStatus s = module_status(user);
+  EXPECT_EQ(s.state, ModuleState::JitCached) << "the entry is intact: " << s.detail;
+  std::string module_dir = std::filesystem::path(s.path).parent_path().parent_path().string();
+  for (auto& e : std::filesystem::directory_iterator(module_dir))
+    EXPECT_EQ(e.path().filename().string().rfind(".corrupt-", 0), std::string::npos) << e.path();
+  std::string log = mate::jit::testing::read_text(workspace.path + "/cxx.log");
+  EXPECT_EQ(mate::jit::testing::count_lines_with(log, " -c src/user.cpp"), 1) << "built once, never rebuilt";
+
+  // Once the dependency can be found, the same entry loads.
+  void* dep_handle = dlopen((libdir.path + "/libmate_test_dep.so").c_str(), RTLD_NOW | RTLD_GLOBAL);
+  ASSERT_NE(dep_handle, nullptr) << dlerror();
+  Module m = load_module(user);
+  EXPECT_EQ(m.origin(), Origin::JitCache);
+  EXPECT_EQ(m.function<int()>("answer")(), 42);
 }
 
 TEST_F(JitLoad, CompilerTouchedInPlaceIsAskedAgainButKeepsTheKey) {
@@ -183,8 +255,44 @@ TEST_F(JitLoad, CompilerTouchedInPlaceIsAskedAgainButKeepsTheKey) {
   EXPECT_EQ(mate::jit::testing::count_lines_with(log, "--version"), 2) << "memo invalidated by the touch";
 }
 
+// A program that exists and is executable but cannot be started (here: a script whose
+// interpreter is missing) is a ModuleError, not a std::system_error escaping load_module.
+std::string write_unstartable(const std::string& path) {
+  { std::ofstream(path) << "#!/nonexistent/interpreter\n"; }
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+TEST_F(JitLoad, CompilerThatCannotBeStartedIsNotBuildable) {
+  std::string bad = write_unstartable(workspace.path + "/bad-c++");
+  ScopedOverride o(Var::CXX, bad);
+  try {
+    load_module(sample_axpy_spec("float", 64));
+    FAIL() << "expected an error";
+  } catch (const ModuleError& e) {
+    EXPECT_EQ(e.kind(), ModuleError::Kind::NotBuildable);
+    EXPECT_THAT(e.what(), HasSubstr("compiler " + bad + " cannot be run: No such file or directory"));
+  }
+  EXPECT_EQ(module_status(sample_axpy_spec("float", 64)).state, ModuleState::NotBuildable);
+}
+
+TEST_F(JitLoad, NinjaThatCannotBeStartedIsNotBuildable) {
+  TempDir bin;
+  std::string ninja = write_unstartable(bin.path + "/ninja");
+  ScopedOverride cxx(Var::CXX, "/usr/bin/c++");
+  ScopedOverride path(Var::PATH, bin.path);
+  try {
+    load_module(sample_axpy_spec("float", 24));  // in no AOT root of this process
+    FAIL() << "expected an error";
+  } catch (const ModuleError& e) {
+    EXPECT_EQ(e.kind(), ModuleError::Kind::NotBuildable);
+    EXPECT_THAT(e.what(), HasSubstr("cannot build module 'mate_sample_axpy_f32_t24': " + ninja));
+  }
+}
+
 TEST_F(JitLoad, DeviceModuleWithoutArchListIsNotBuildableNotACrash) {
   ScopedOverride list(Var::MATE_CUDA_ARCH_LIST, std::nullopt);
+  mate::jit::testing::NoVisibleDevices no_devices;
   try {
     load_module(sample_cuda_scale_spec());
     FAIL() << "expected an error";

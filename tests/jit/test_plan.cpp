@@ -4,11 +4,15 @@
 #include <utime.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "jit/aot.hpp"
 #include "jit/plan.hpp"
+#include "jit_test_support.hpp"
 #include "mate/config.hpp"
 #include "mate/jit/catalog.hpp"
 
@@ -68,6 +72,49 @@ TEST(JitPlan, EveryBinaryAffectingInputChangesTheKey) {
   EXPECT_EQ(key_of(base), k);
 }
 
+// Two names of one executable that behave differently by the name they are run as (as ccache's
+// g++ and clang++ links, or clang and clang++): each is asked for its version and keyed apart.
+TEST(JitPlan, TwoNamesOfOneCompilerExecutableAreAskedSeparatelyAndKeyedApart) {
+  mate::jit::testing::TempDir dir;
+  std::string multi = dir.path + "/multi";
+  {
+    std::ofstream out(multi);
+    out << "#!/bin/sh\n"
+        << "echo \"$0 $*\" >> " << dir.path << "/calls.log\n"
+        << "case \"$0\" in *clang*) name=clang;; *) name=gcc;; esac\n"
+        << "case \" $* \" in *' --version '*) echo \"fake $name 1.0\"; exit 0;; esac\n"
+        << "exec /usr/bin/c++ \"$@\"\n";
+  }
+  ASSERT_EQ(chmod(multi.c_str(), 0755), 0);
+  std::filesystem::create_directory(dir.path + "/other");
+  for (const char* link : {"/fake-g++", "/fake-clang++", "/other/fake-g++"})
+    std::filesystem::create_symlink(multi, dir.path + link);
+  const std::string memo = dir.path + "/memo";
+  auto plan_for = [&](const std::string& cxx) {
+    ScopedOverride o(Var::CXX, cxx);
+    return make_plan(sample_axpy_spec("float", 64), memo);
+  };
+  auto gxx = plan_for(dir.path + "/fake-g++");
+  auto clang = plan_for(dir.path + "/fake-clang++");
+  auto gxx_elsewhere = plan_for(dir.path + "/other/fake-g++");
+  EXPECT_EQ(gxx.compiler.resolved, clang.compiler.resolved) << "one executable";
+  EXPECT_EQ(input(gxx, "compiler_version")->value, "fake gcc 1.0");
+  EXPECT_EQ(input(clang, "compiler_version")->value, "fake clang 1.0") << "not gcc's remembered answer";
+  EXPECT_EQ(input(gxx_elsewhere, "compiler_version")->value, "fake gcc 1.0");
+  EXPECT_EQ(input(clang, "compiler_invoked")->value, dir.path + "/fake-clang++");
+  EXPECT_NE(gxx.key, clang.key);
+  EXPECT_NE(gxx.key, gxx_elsewhere.key) << "same answer, different name: still keyed apart";
+  EXPECT_EQ(plan_for(dir.path + "/fake-clang++").key, clang.key) << "stable";
+  std::string calls = mate::jit::testing::read_text(dir.path + "/calls.log");
+  EXPECT_EQ(mate::jit::testing::count_lines_with(calls, "--version"), 3) << "each name asked once:\n" << calls;
+
+  // Like compiler_path, the invoked name is where the toolchain lives, not what it produces: an
+  // AOT module built through one name matches a run through another with the same answers.
+  detail::Manifest built = detail::manifest_for(gxx_elsewhere);
+  EXPECT_EQ(detail::aot_mismatch(gxx, built), "");
+  EXPECT_NE(detail::aot_mismatch(clang, built), "") << "a different --version answer does not match";
+}
+
 TEST(JitPlan, RecordedCommandsUseRelativePathsAndACompilerPlaceholder) {
   auto plan = make_plan(sample_axpy_spec("float", 64), "");
   auto* compile = input(plan, "command obj/axpy.cpp.o");
@@ -109,13 +156,14 @@ TEST(JitPlan, BadSpecsAreRejectedWithTheReason) {
   expect_bad(ModuleSpec{.name = "m", .sources = {{"a.h", "int x;"}}}, "no source to compile");
 }
 
-TEST(JitArch, CudaWithoutListOrDetectorIsNotBuildableWithTheReason) {
+TEST(JitArch, CudaWithoutListOrVisibleDeviceIsNotBuildableWithTheReason) {
   ScopedOverride list(Var::MATE_CUDA_ARCH_LIST, std::nullopt);
+  mate::jit::testing::NoVisibleDevices no_devices;
   auto plan = make_plan(sample_cuda_scale_spec(), "");
   EXPECT_FALSE(plan.arch_known);
   EXPECT_FALSE(plan.buildable);
   EXPECT_THAT(plan.why_not_buildable, HasSubstr("MATE_CUDA_ARCH_LIST is unset"));
-  EXPECT_THAT(plan.why_not_buildable, HasSubstr("no CUDA device was detected"));
+  EXPECT_THAT(plan.why_not_buildable, HasSubstr("no CUDA device is visible"));
 }
 
 std::vector<std::string> detect_sm80() { return {"8.0"}; }

@@ -131,6 +131,43 @@ TEST_F(JitProcesses, ProcessThatLosesThePublishRaceLoadsItsOwnBuildAndDiscardsIt
   EXPECT_EQ(field(probe().out, "origin"), "jit-cache");
 }
 
+TEST_F(JitProcesses, ClearCacheDuringABuildAndANewBuilderInTheFreshCacheTheLoadStillSucceeds) {
+  RunResult slow;
+  std::thread a([&] { slow = probe({{"JIT_TEST_SLEEP", "3"}}); });
+  for (int i = 0; i < 1000 && compiles() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(compiles(), 1) << "the slow build started";
+  RunResult clear = run({MATE_BINARY, "clear-cache"}, with_env(env()));
+  EXPECT_EQ(clear.exit_code, 0) << clear.err;
+  // Another process makes the cache again and builds while the first one still compiles in the
+  // directory that was removed: the first must notice and load, not report a build failure.
+  RunResult fresh = probe();
+  a.join();
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.out << fresh.err;
+  EXPECT_EQ(field(fresh.out, "origin"), "jit-built");
+  ASSERT_EQ(slow.exit_code, 0) << slow.out << slow.err;
+  EXPECT_THAT(slow.out, HasSubstr("result=ok"));
+  EXPECT_THAT(slow.err, HasSubstr("was removed during the build; building again"));
+  EXPECT_EQ(field(slow.out, "origin"), "jit-cache") << "it loads what the other process published";
+  EXPECT_EQ(field(slow.out, "path"), field(fresh.out, "path"));
+  EXPECT_EQ(entries_starting_with(".staging-"), 0);
+  EXPECT_EQ(field(probe().out, "origin"), "jit-cache");
+}
+
+TEST_F(JitProcesses, ClearCacheDuringTheOnlyBuildTheBuilderBuildsAgain) {
+  RunResult slow;
+  std::thread a([&] { slow = probe({{"JIT_TEST_SLEEP", "2"}}); });
+  for (int i = 0; i < 1000 && compiles() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(compiles(), 1);
+  RunResult clear = run({MATE_BINARY, "clear-cache"}, with_env(env()));
+  EXPECT_EQ(clear.exit_code, 0) << clear.err;
+  a.join();
+  ASSERT_EQ(slow.exit_code, 0) << slow.out << slow.err;
+  EXPECT_EQ(field(slow.out, "origin"), "jit-built");
+  EXPECT_EQ(compiles(), 2) << "built again in the fresh cache";
+  EXPECT_TRUE(fs::exists(field(slow.out, "path")));
+  EXPECT_EQ(field(probe().out, "origin"), "jit-cache");
+}
+
 TEST_F(JitProcesses, CorruptLibraryIsSetAsideAndRebuilt) {
   RunResult first = probe();
   ASSERT_EQ(first.exit_code, 0) << first.err;
@@ -139,10 +176,27 @@ TEST_F(JitProcesses, CorruptLibraryIsSetAsideAndRebuilt) {
   RunResult second = probe();
   ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
   EXPECT_EQ(field(second.out, "origin"), "jit-built");
-  EXPECT_THAT(second.err, HasSubstr("module.so cannot be loaded"));
+  EXPECT_THAT(second.err, HasSubstr("module.so is not an ELF shared library"));
   EXPECT_THAT(second.err, HasSubstr("set aside as "));
   EXPECT_EQ(entries_starting_with(".corrupt-"), 1);
   EXPECT_EQ(compiles(), 2);
+}
+
+TEST_F(JitProcesses, TruncatedLibraryIsSetAsideByItsRecordedSizeAndOnlyTheNewestSetAsideIsKept) {
+  for (int round = 1; round <= 2; ++round) {
+    RunResult good = probe();
+    ASSERT_EQ(good.exit_code, 0) << good.err;
+    std::string lib = field(good.out, "path");
+    auto size = fs::file_size(lib);
+    fs::resize_file(lib, size / 2);  // still starts with the ELF magic
+    RunResult next = probe();
+    ASSERT_EQ(next.exit_code, 0) << next.out << next.err;
+    EXPECT_EQ(field(next.out, "origin"), "jit-built");
+    EXPECT_THAT(next.err, HasSubstr("module.so has " + std::to_string(size / 2) + " bytes but manifest.json recorded " +
+                                     std::to_string(size)));
+    EXPECT_EQ(entries_starting_with(".corrupt-"), 1) << "round " << round << ": older set-aside entries are removed";
+  }
+  EXPECT_EQ(compiles(), 3);
 }
 
 TEST_F(JitProcesses, CorruptManifestIsSetAsideAndRebuilt) {
@@ -166,6 +220,21 @@ TEST_F(JitProcesses, WarmHitStartsNoSubprocess) {
   EXPECT_EQ(field(warm.out, "origin"), "jit-cache");
   EXPECT_EQ(static_cast<std::size_t>(count_lines_with(log(), "")), calls)
       << "neither the compiler nor its --version ran:\n" << log();
+}
+
+TEST_F(JitProcesses, ABuildSaysOnStderrWhenItStartsAndWhenItEnds) {
+  RunResult built = probe();
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  std::string key = field(built.out, "key");
+  EXPECT_EQ(count_lines_with(built.err, "mate: building module 'mate_sample_axpy_f32_t64' (key " + key +
+                                            ") with 1 source ..."),
+            1)
+      << built.err;
+  EXPECT_EQ(count_lines_with(built.err, "mate: module 'mate_sample_axpy_f32_t64' (key " + key + ") done in "), 1)
+      << built.err;
+  RunResult warm = probe();
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  EXPECT_EQ(warm.err, "") << "a cache hit builds nothing and says nothing";
 }
 
 TEST_F(JitProcesses, VerboseStreamsNinjaCommandLines) {

@@ -6,14 +6,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <string>
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "mate/config.hpp"
+#include "ops/kernel_table.hpp"
 #include "mate/tensor/dtype.hpp"
 
 namespace mate::ops::testing {
@@ -134,6 +138,30 @@ class SharedWorkspace : public ::testing::Environment {
   void TearDown() override { base_.reset(); }
 
  private:
+  std::unique_ptr<config::ScopedOverride> base_;
+};
+
+// A private, empty module workspace for one test (instead of the shared one), so that a test can
+// see a module go from missing to built. Kept symbols are forgotten on entry and exit.
+class PrivateWorkspace {
+ public:
+  PrivateWorkspace() {
+    char tmpl[] = "/tmp/mate_ops_ws_XXXXXX";
+    path_ = mkdtemp(tmpl);
+    base_ = std::make_unique<config::ScopedOverride>(config::Var::MATE_WORKSPACE_BASE, path_);
+    detail::forget_kernel_symbols();
+  }
+  ~PrivateWorkspace() {
+    detail::forget_kernel_symbols();
+    base_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  PrivateWorkspace(const PrivateWorkspace&) = delete;
+  PrivateWorkspace& operator=(const PrivateWorkspace&) = delete;
+
+ private:
+  std::string path_;
   std::unique_ptr<config::ScopedOverride> base_;
 };
 

@@ -15,10 +15,10 @@
 //  * A module's key is a content hash of everything that can change the binary: MATE's version
 //    and bundled headers (include/mate/jit/module_abi.h), the rendered sources, the exact
 //    command lines (paths relative to the build directory, compiler as a placeholder), the
-//    target arch, the compiler (resolved path and `--version` output) and the MATE_EXTRA_*
-//    flags. Never file modification times.
-//  * load_module() prefers a matching AOT module (same inputs except the compiler's location,
-//    every requested arch in the AOT arch list), then the JIT cache under
+//    target arch, the compiler (resolved path, path invoked and `--version` output) and the
+//    MATE_EXTRA_* flags. Never file modification times.
+//  * load_module() prefers a matching AOT module (same inputs except the compiler's resolved
+//    and invoked paths, every requested arch in the AOT arch list), then the JIT cache under
 //    MATE_WORKSPACE_BASE/.cache/mate/<version>/<arch>/cached_ops/<name>/<key>/, then builds.
 //    A warm hit starts no subprocess. Concurrent builders of one module serialise on a flock;
 //    published cache entries are immutable directories, published by rename.
@@ -122,8 +122,8 @@ using DeviceArchDetector = std::vector<std::string> (*)();
 void set_device_arch_detector(device::Kind kind, DeviceArchDetector detector);
 
 // AOT roots searched, in order: those added here, then next to the running program
-// (<exe dir>/../aot for a build tree, <exe dir>/../lib/mate/aot for an install), then
-// <install prefix>/lib/mate/aot. Each root holds manifest.json written by build_aot().
+// (<exe dir>/../aot for a build tree, <exe dir>/../<libdir>/mate/aot for an install), then
+// <install prefix>/<libdir>/mate/aot, <libdir> being CMake's CMAKE_INSTALL_LIBDIR. Each root holds manifest.json written by build_aot().
 void add_aot_directory(const std::string& dir);
 std::vector<std::string> aot_directories();
 

@@ -39,6 +39,13 @@ inline int finish_launch() {
   return static_cast<int>(e);
 }
 
+// Blocks for a 1-D grid over the tile x tile output tiles of an m x n output: one per tile, at
+// most 2^31 - 1 (gridDim.x's limit); the kernels stride over any remaining tiles.
+inline unsigned tile_blocks(long m, long n, int tile) {
+  long tiles = ((m + tile - 1) / tile) * ((n + tile - 1) / tile);
+  return static_cast<unsigned>(tiles < 0x7fffffffL ? tiles : 0x7fffffffL);
+}
+
 }  // namespace mate_ops
 
 // The text of a cudaError_t returned by a launcher, for the caller's error message.
