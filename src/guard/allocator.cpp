@@ -130,22 +130,37 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   std::size_t a = alignment == 0 ? backend_.default_alignment() : alignment;
   if (!is_power_of_two(a))
     return {0, AllocError::BadAlignment, "guard allocator: alignment must be a power of two"};
-  if (a > g)
-    return {0, AllocError::BadAlignment,
-            "guard allocator: alignment larger than the backend granularity is not supported"};
   bool capturing = false;
   if (backend_.kind() != device::Kind::Host && backend_.is_capturing(stream, &capturing).ok() && capturing)
     return {0, AllocError::Capturing, capture_message(backend_.kind())};
 
   // Placement (see the header): [guard g][mapping d][guard g], or one unmapped granule for 0.
+  // An alignment above the granularity over-reserves a - g bytes, so the mapping can slide
+  // until the aligned point (the user pointer) falls on a multiple of a; the slack stays
+  // unmapped and widens the guard on one side.
+  const std::size_t slide = a > g ? a - g : 0;
   std::size_t rounded = 0, mapped = 0, reserved = 0;
   if (size == 0) {
-    reserved = g;
-  } else if (!round_up(size, a, &rounded) || !round_up(rounded, g, &mapped) || mapped > SIZE_MAX - 2 * g) {
+    reserved = g + slide;
+  } else if (!round_up(size, a, &rounded) || !round_up(rounded, g, &mapped) ||
+             mapped > SIZE_MAX - 2 * g - slide) {
     return {0, AllocError::TooLarge, "guard allocator: size too large"};
   } else {
-    reserved = mapped + 2 * g;
+    reserved = mapped + 2 * g + slide;
   }
+
+  // Where the mapping goes in a reservation at `b`: right after the leading guard, or slid up
+  // (by less than a) to the first place where head's start / tail's end is a multiple of a.
+  // round_up cannot overflow here: the reservation extends past the aligned point.
+  const auto mapping_at = [&](std::uintptr_t b) noexcept {
+    std::size_t aligned = b + g;
+    if (slide != 0 && config_.mode == Mode::Head) (void)round_up(b + g, a, &aligned);
+    if (slide != 0 && config_.mode == Mode::Tail) {
+      (void)round_up(b + g + mapped, a, &aligned);
+      aligned -= mapped;
+    }
+    return static_cast<std::uintptr_t>(aligned);
+  };
 
   void* frames[kMaxFrames];
   int frame_count = capture(frames, config_.backtraces, config_.skip_frames);
@@ -153,7 +168,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   std::uintptr_t base = 0;
   device::Status status = backend_.reserve(reserved, &base);
   if (status.ok() && mapped != 0) {
-    status = backend_.map(base + g, mapped);
+    status = backend_.map(mapping_at(base), mapped);
     if (!status.ok()) backend_.release(base, reserved);
   }
   if (!status.ok()) {
@@ -173,7 +188,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     if (released > 0) {
       status = backend_.reserve(reserved, &base);
       if (status.ok() && mapped != 0) {
-        status = backend_.map(base + g, mapped);
+        status = backend_.map(mapping_at(base), mapped);
         if (!status.ok()) backend_.release(base, reserved);
       }
     }
@@ -198,8 +213,9 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   for (std::uintptr_t hi = table_->highest.load();
        base + reserved > hi && !table_->highest.compare_exchange_weak(hi, base + reserved);) {
   }
-  const std::uintptr_t mapping = base + g;
+  const std::uintptr_t mapping = mapping_at(base);
   std::uintptr_t user = base;  // zero bytes: the start of an unmapped granule
+  if (mapped == 0 && slide != 0) (void)round_up(base, a, &user);
   if (mapped != 0) user = config_.mode == Mode::Tail ? mapping + mapped - rounded : mapping;
 
   Slot probe{};
@@ -265,9 +281,9 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     if (mapped == 0) {
       write_range(w, base, reserved);
     } else if (config_.mode == Mode::Tail) {
-      write_range(w, mapping + mapped, g);
+      write_range(w, mapping + mapped, base + reserved - (mapping + mapped));
     } else {
-      write_range(w, base, g);
+      write_range(w, base, mapping - base);
     }
     w.chr('\n');
   }

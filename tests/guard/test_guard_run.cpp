@@ -158,6 +158,16 @@ TEST_F(GuardRun, ProgramBuiltAgainstLibcudartIsGuarded) {
 #endif
 }
 
+TEST_F(GuardRun, AlignmentAboveAPageIsGuarded) {
+  auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_HEAP_BUG, "aligned_past"});
+  EXPECT_EQ(r.exit_code, 128 + 11) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mate guard: overflow: SIGSEGV on a write to "));
+  EXPECT_THAT(r.err, HasSubstr("0 bytes past the end of allocation #"));
+  EXPECT_THAT(r.err, HasSubstr(" of 65536 bytes at [0x"));
+  // The user pointer the log shows is 64 KiB-aligned: its hex form ends in four zeros.
+  EXPECT_THAT(r.err, ::testing::ContainsRegex(" user \\[0x[0-9a-f]*0000, 0x[0-9a-f]*\\) size 65536 mode tail"));
+}
+
 TEST_F(GuardRun, LogAllocationsCorrelatesIds) {
   auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_HEAP_BUG, "past"});
   EXPECT_THAT(r.err, HasSubstr("mate guard: alloc #"));
