@@ -2,6 +2,8 @@
 //   mate guard-run --mode tail -- guard_heap_bug past    writes one element past the end
 //   mate guard-run --mode head -- guard_heap_bug before  writes one element before the start
 //   mate guard-run -- guard_heap_bug free_inside           frees a pointer into the buffer
+//   mate guard-run -- guard_heap_bug aligned_past          the same as past, on a buffer from
+//                                                          aligned_alloc with a 64 KiB alignment
 // Without the guard the program usually "works" and prints a wrong checksum or nothing at all.
 #include <cstdio>
 #include <cstdlib>
@@ -10,8 +12,11 @@
 int main(int argc, char** argv) {
   const bool before = argc > 1 && std::strcmp(argv[1], "before") == 0;
   const bool free_inside = argc > 1 && std::strcmp(argv[1], "free_inside") == 0;
-  const int count = 1000;
-  int* values = static_cast<int*>(std::malloc(count * sizeof(int)));
+  const bool aligned = argc > 1 && std::strcmp(argv[1], "aligned_past") == 0;
+  // Aligned: 16384 ints = 64 KiB, a multiple of the alignment, so the end meets the guard.
+  const int count = aligned ? 16384 : 1000;
+  int* values = static_cast<int*>(aligned ? std::aligned_alloc(65536, count * sizeof(int))
+                                          : std::malloc(count * sizeof(int)));
   if (values == nullptr) return 1;
   for (int i = 0; i < count; ++i) values[i] = i;
   // The bug: an off-by-one loop bound (or a negative index).

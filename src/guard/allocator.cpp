@@ -10,6 +10,7 @@
 #include "canary.hpp"
 #include "fault_handler.hpp"
 #include "mate/core/crash_context.hpp"
+#include "mate/guard/recent_ranges.hpp"
 #include "report.hpp"
 #include "slot_table.hpp"
 
@@ -129,22 +130,37 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   std::size_t a = alignment == 0 ? backend_.default_alignment() : alignment;
   if (!is_power_of_two(a))
     return {0, AllocError::BadAlignment, "guard allocator: alignment must be a power of two"};
-  if (a > g)
-    return {0, AllocError::BadAlignment,
-            "guard allocator: alignment larger than the backend granularity is not supported"};
   bool capturing = false;
   if (backend_.kind() != device::Kind::Host && backend_.is_capturing(stream, &capturing).ok() && capturing)
     return {0, AllocError::Capturing, capture_message(backend_.kind())};
 
   // Placement (see the header): [guard g][mapping d][guard g], or one unmapped granule for 0.
+  // An alignment above the granularity over-reserves a - g bytes, so the mapping can slide
+  // until the aligned point (the user pointer) falls on a multiple of a; the slack stays
+  // unmapped and widens the guard on one side.
+  const std::size_t slide = a > g ? a - g : 0;
   std::size_t rounded = 0, mapped = 0, reserved = 0;
   if (size == 0) {
-    reserved = g;
-  } else if (!round_up(size, a, &rounded) || !round_up(rounded, g, &mapped) || mapped > SIZE_MAX - 2 * g) {
+    reserved = g + slide;
+  } else if (!round_up(size, a, &rounded) || !round_up(rounded, g, &mapped) ||
+             mapped > SIZE_MAX - 2 * g - slide) {
     return {0, AllocError::TooLarge, "guard allocator: size too large"};
   } else {
-    reserved = mapped + 2 * g;
+    reserved = mapped + 2 * g + slide;
   }
+
+  // Where the mapping goes in a reservation at `b`: right after the leading guard, or slid up
+  // (by less than a) to the first place where head's start / tail's end is a multiple of a.
+  // round_up cannot overflow here: the reservation extends past the aligned point.
+  const auto mapping_at = [&](std::uintptr_t b) noexcept {
+    std::size_t aligned = b + g;
+    if (slide != 0 && config_.mode == Mode::Head) (void)round_up(b + g, a, &aligned);
+    if (slide != 0 && config_.mode == Mode::Tail) {
+      (void)round_up(b + g + mapped, a, &aligned);
+      aligned -= mapped;
+    }
+    return static_cast<std::uintptr_t>(aligned);
+  };
 
   void* frames[kMaxFrames];
   int frame_count = capture(frames, config_.backtraces, config_.skip_frames);
@@ -152,7 +168,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   std::uintptr_t base = 0;
   device::Status status = backend_.reserve(reserved, &base);
   if (status.ok() && mapped != 0) {
-    status = backend_.map(base + g, mapped);
+    status = backend_.map(mapping_at(base), mapped);
     if (!status.ok()) backend_.release(base, reserved);
   }
   if (!status.ok()) {
@@ -172,7 +188,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     if (released > 0) {
       status = backend_.reserve(reserved, &base);
       if (status.ok() && mapped != 0) {
-        status = backend_.map(base + g, mapped);
+        status = backend_.map(mapping_at(base), mapped);
         if (!status.ok()) backend_.release(base, reserved);
       }
     }
@@ -197,8 +213,9 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   for (std::uintptr_t hi = table_->highest.load();
        base + reserved > hi && !table_->highest.compare_exchange_weak(hi, base + reserved);) {
   }
-  const std::uintptr_t mapping = base + g;
+  const std::uintptr_t mapping = mapping_at(base);
   std::uintptr_t user = base;  // zero bytes: the start of an unmapped granule
+  if (mapped == 0 && slide != 0) (void)round_up(base, a, &user);
   if (mapped != 0) user = config_.mode == Mode::Tail ? mapping + mapped - rounded : mapping;
 
   Slot probe{};
@@ -245,13 +262,11 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     s.mapped = mapped;
     s.user = user;
     s.size = size;
-    s.rounded = rounded;
     s.mode = config_.mode;
     s.alloc_tid = gettid();
     s.free_tid = 0;
-    s.alloc_frames_count = static_cast<std::uint8_t>(frame_count);
-    s.free_frames_count = 0;
-    for (int i = 0; i < frame_count; ++i) s.alloc_frames[i] = frames[i];
+    s.alloc_stack = table_->depot.put(frames, frame_count);
+    s.free_stack = 0;
     s.next = kNoSlot;
     s.state.store(static_cast<std::uint8_t>(State::Live), std::memory_order_release);
     table_->stats.allocations += 1;
@@ -266,9 +281,9 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     if (mapped == 0) {
       write_range(w, base, reserved);
     } else if (config_.mode == Mode::Tail) {
-      write_range(w, mapping + mapped, g);
+      write_range(w, mapping + mapped, base + reserved - (mapping + mapped));
     } else {
-      write_range(w, base, g);
+      write_range(w, base, mapping - base);
     }
     w.chr('\n');
   }
@@ -278,7 +293,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
 namespace {
 
 // Writes a canary corruption report for one side.
-void report_canary(const Slot& s, const char* backend, bool before, std::size_t canary_bytes,
+void report_canary(const StackDepot& depot, const Slot& s, const char* backend, bool before, std::size_t canary_bytes,
                    const CanaryCheck& c, const char* when) noexcept {
   {
     ReportWriter w(kStderr);
@@ -303,7 +318,7 @@ void report_canary(const Slot& s, const char* backend, bool before, std::size_t 
       w.str(" (in tail mode only the alignment padding after the end is canary)");
     w.chr('\n');
   }
-  write_frames(kStderr, "allocated", s.alloc_frames, s.alloc_frames_count, s.alloc_tid);
+  write_stack(kStderr, "allocated", depot, s.alloc_stack, s.alloc_tid);
   core::write_crash_context(kStderr);
 }
 
@@ -320,14 +335,19 @@ int check_slot(device::Backend& backend, SlotTable& table, const Slot& s, const 
   }
   int bad = 0;
   if (before.differing > 0) {
-    report_canary(s, backend.name(), true, r.before_bytes, before, when);
+    report_canary(table.depot, s, backend.name(), true, r.before_bytes, before, when);
     ++bad;
   }
   if (after.differing > 0) {
-    report_canary(s, backend.name(), false, r.after_bytes, after, when);
+    report_canary(table.depot, s, backend.name(), false, r.after_bytes, after, when);
     ++bad;
   }
   return bad;
+}
+
+// A device fault surfaces as the synchronize's sticky illegal-address error.
+void note_sync(device::Status status) noexcept {
+  if (!status.ok()) report_illegal_address(status.code, status.what);
 }
 
 [[noreturn]] void stop() noexcept {
@@ -356,8 +376,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
       // Marked freed at once, so a racing second free of the same pointer is a double free.
       s.state.store(static_cast<std::uint8_t>(State::Quarantined), std::memory_order_release);
       s.free_tid = gettid();
-      s.free_frames_count = static_cast<std::uint8_t>(frame_count);
-      for (int i = 0; i < frame_count; ++i) s.free_frames[i] = frames[i];
+      s.free_stack = table_->depot.put(frames, frame_count);
       copy.id = s.id;
       copy.reservation = s.reservation;
       copy.reserved = s.reserved;
@@ -365,11 +384,9 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
       copy.mapped = s.mapped;
       copy.user = s.user;
       copy.size = s.size;
-      copy.rounded = s.rounded;
       copy.mode = s.mode;
       copy.alloc_tid = s.alloc_tid;
-      copy.alloc_frames_count = s.alloc_frames_count;
-      for (int i = 0; i < s.alloc_frames_count; ++i) copy.alloc_frames[i] = s.alloc_frames[i];
+      copy.alloc_stack = s.alloc_stack;
     } else if (index != kNoSlot) {
       table_->stats.double_frees += 1;
       const Slot& s = table_->slot(index);
@@ -380,8 +397,8 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
         w.str(" was already freed\n");
       }
       write_frames(kStderr, "this free, called", frames, frame_count, gettid());
-      write_frames(kStderr, "first freed", s.free_frames, s.free_frames_count, s.free_tid);
-      write_frames(kStderr, "allocated", s.alloc_frames, s.alloc_frames_count, s.alloc_tid);
+      write_stack(kStderr, "first freed", table_->depot, s.free_stack, s.free_tid);
+      write_stack(kStderr, "allocated", table_->depot, s.alloc_stack, s.alloc_tid);
       core::write_crash_context(kStderr);
       if (config_.on_corruption == OnCorruption::Abort) stop();
       return FreeResult::DoubleFree;
@@ -418,7 +435,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
   }
 
   // A kernel still running could write the canary (or fault on the unmapped range) later.
-  if (config_.sync_on_free) backend_.synchronize();
+  if (config_.sync_on_free) note_sync(backend_.synchronize());
   int bad = check_slot(backend_, *table_, copy, "at free");
   if (copy.mapped != 0) backend_.unmap(copy.mapping, copy.mapped);
 
@@ -474,7 +491,7 @@ std::size_t GuardAllocator::size_of(std::uintptr_t ptr) const noexcept {
 }
 
 std::size_t GuardAllocator::check_all() noexcept {
-  if (config_.sync_on_free) backend_.synchronize();
+  if (config_.sync_on_free) note_sync(backend_.synchronize());
   std::lock_guard lock(table_->mutex);
   std::size_t bad = 0;
   for (std::uint32_t i = 0; i < table_->high_water(); ++i) {

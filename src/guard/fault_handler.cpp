@@ -62,8 +62,8 @@ const char* access_words(void* context) noexcept {
 #endif
 }
 
-void report(int sig, std::uintptr_t address, const Slot& s, bool outside, const char* backend,
-            void* context) noexcept {
+void report(int sig, std::uintptr_t address, const StackDepot& depot, const Slot& s, bool outside,
+            const char* backend, void* context) noexcept {
   const auto state = static_cast<State>(s.state.load(std::memory_order_acquire));
   const bool freed = state == State::Quarantined;
   const char* kind;
@@ -96,8 +96,8 @@ void report(int sig, std::uintptr_t address, const Slot& s, bool outside, const 
     if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && name[0] != '\0') w.str(" (").str(name).chr(')');
     w.chr('\n');
   }
-  write_frames(kStderr, "allocated", s.alloc_frames, s.alloc_frames_count, s.alloc_tid);
-  if (freed) write_frames(kStderr, "freed", s.free_frames, s.free_frames_count, s.free_tid);
+  write_stack(kStderr, "allocated", depot, s.alloc_stack, s.alloc_tid);
+  if (freed) write_stack(kStderr, "freed", depot, s.free_stack, s.free_tid);
   core::write_crash_context(kStderr);
   ReportWriter w(kStderr);
   if (freed) {
@@ -115,6 +115,7 @@ void on_fault(int sig, siginfo_t* info, void* context) {
   Registered regs[kMaxAllocators];
   int n = registered_allocators(regs, kMaxAllocators);
   const Slot* best = nullptr;
+  const StackDepot* best_depot = nullptr;
   bool best_outside = true;
   const char* backend = "";
   for (int i = 0; i < n; ++i) {
@@ -123,6 +124,7 @@ void on_fault(int sig, siginfo_t* info, void* context) {
     if (index == kNoSlot) continue;
     if (best == nullptr || (best_outside && !outside)) {
       best = &regs[i].table->slot(index);
+      best_depot = &regs[i].table->depot;
       best_outside = outside;
       backend = regs[i].allocator->backend().name();
     }
@@ -132,7 +134,7 @@ void on_fault(int sig, siginfo_t* info, void* context) {
     chain(sig, info, context);
     return;
   }
-  report(sig, address, *best, best_outside, backend, context);
+  report(sig, address, *best_depot, *best, best_outside, backend, context);
   restore_previous(sig);
   errno = saved_errno;
 }

@@ -1,8 +1,10 @@
-// libmate_guard_hooks.so: the C ABI of include/mate/guard/pluggable.h over the process-wide
-// guarded allocator on the selected device driver.
+// libmate_guard_hooks.so: the C ABI of include/mate/guard/pluggable.h over guarded allocators on
+// the selected device driver, one per device ordinal (each on its own driver backend, i.e. that
+// device's primary context), created on the device's first allocation.
 #include "mate/guard/pluggable.h"
 
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -12,27 +14,66 @@
 
 namespace {
 
-mate::guard::GuardAllocator* g_guard = nullptr;
-std::once_flag g_once;
+// At most this many device ordinals; the guard's fault handler searches at most 16 allocators
+// (host included), so the hooks stay below that.
+constexpr int kMaxDevices = 8;
 
-void install() {
+struct PerDevice {
+  std::once_flag once;
+  mate::guard::GuardAllocator* guard = nullptr;
+  std::string error;  // why `guard` is null, said on every refused call
+};
+PerDevice g_devices[kMaxDevices];
+
+mate::guard::GuardAllocatorConfig config_for(mate::device::Kind kind) {
+  mate::guard::GuardAllocatorConfig config;
+  config.backend = kind;
+  if (mate::config::guard_allocator_mode() == "head") config.mode = mate::guard::Mode::Head;
+  if (mate::config::is_set(mate::config::Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE))
+    config.sync_on_free = mate::config::guard_allocator_sync_on_free();
+  config.log_allocations = mate::config::guard_allocator_log_allocations();
+  return config;
+}
+
+void install(int device) {
+  PerDevice& slot = g_devices[device];
   try {
     std::string reason;
     mate::device::DriverBackend* selected = mate::device::driver_backend(&reason);
     if (selected == nullptr) {
-      std::fprintf(stderr, "mate_guard_alloc: no device driver: %s\n", reason.c_str());
+      slot.error = "no device driver: " + reason;
       return;
     }
-    mate::guard::GuardAllocatorConfig config;
-    config.backend = selected->kind();
-    if (mate::config::guard_allocator_mode() == "head") config.mode = mate::guard::Mode::Head;
-    if (mate::config::is_set(mate::config::Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE))
-      config.sync_on_free = mate::config::guard_allocator_sync_on_free();
-    config.log_allocations = mate::config::guard_allocator_log_allocations();
-    g_guard = &mate::guard::install_guard_allocator(config);
+    const auto config = config_for(selected->kind());
+    if (device == selected->device()) {
+      // The process-wide allocator, so describe() and install_guard_allocator() agree on it.
+      slot.guard = &mate::guard::install_guard_allocator(config);
+      return;
+    }
+    // Another ordinal: its own backend and allocator, kept for the life of the process (the
+    // framework frees through them until exit).
+    auto backend = mate::device::open_driver_backend(selected->kind(), device, &reason);
+    if (backend == nullptr) {
+      slot.error = "invalid device " + std::to_string(device) + ": " + reason;
+      return;
+    }
+    slot.guard = new mate::guard::GuardAllocator(*backend.release(), config);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mate_guard_alloc: %s\n", e.what());
+    slot.error = e.what();
   }
+}
+
+// The allocator for `device`, or nullptr after a message naming `who` and why.
+mate::guard::GuardAllocator* guard_for(int device, const char* who) {
+  if (device < 0 || device >= kMaxDevices) {
+    std::fprintf(stderr, "%s: invalid device %d: accepted ordinals are 0 to %d (and only those the driver "
+                 "lists)\n", who, device, kMaxDevices - 1);
+    return nullptr;
+  }
+  PerDevice& slot = g_devices[device];
+  std::call_once(slot.once, install, device);
+  if (slot.guard == nullptr) std::fprintf(stderr, "%s: %s\n", who, slot.error.c_str());
+  return slot.guard;
 }
 
 }  // namespace
@@ -40,16 +81,15 @@ void install() {
 #define MATE_EXPORT extern "C" __attribute__((visibility("default")))
 
 MATE_EXPORT void* mate_guard_alloc(ssize_t size, int device, void* stream) {
-  std::call_once(g_once, install);
-  if (g_guard == nullptr) return nullptr;
-  if (device != 0 || size < 0) {
-    std::fprintf(stderr, "mate_guard_alloc: %s (device %d, size %zd); the guarded allocator serves device 0\n",
-                 size < 0 ? "negative size" : "unsupported device", device, size);
+  if (size < 0) {
+    std::fprintf(stderr, "mate_guard_alloc: negative size %zd (device %d)\n", size, device);
     return nullptr;
   }
-  auto r = g_guard->allocate(static_cast<std::size_t>(size), 0, stream);
+  mate::guard::GuardAllocator* guard = guard_for(device, "mate_guard_alloc");
+  if (guard == nullptr) return nullptr;
+  auto r = guard->allocate(static_cast<std::size_t>(size), 0, stream);
   if (!r) {
-    std::fprintf(stderr, "mate_guard_alloc: %s (size %zd)\n", r.message, size);
+    std::fprintf(stderr, "mate_guard_alloc: %s (size %zd, device %d)\n", r.message, size, device);
     return nullptr;
   }
   return reinterpret_cast<void*>(r.ptr);
@@ -57,7 +97,8 @@ MATE_EXPORT void* mate_guard_alloc(ssize_t size, int device, void* stream) {
 
 MATE_EXPORT void mate_guard_free(void* ptr, ssize_t size, int device, void* stream) {
   (void)size;
-  (void)device;
-  if (ptr == nullptr || g_guard == nullptr) return;
-  g_guard->deallocate(reinterpret_cast<std::uintptr_t>(ptr), stream);
+  if (ptr == nullptr) return;
+  mate::guard::GuardAllocator* guard = guard_for(device, "mate_guard_free");
+  if (guard == nullptr) return;
+  guard->deallocate(reinterpret_cast<std::uintptr_t>(ptr), stream);
 }

@@ -12,8 +12,9 @@
 //  * fork: the allocator's locks are held across fork (pthread_atfork);
 //  * threads: the allocator is thread-safe; the flag is thread-local (initial-exec TLS, valid in
 //    a library loaded at start-up).
-// Allocations below MATE_GUARD_MIN_BYTES, alignments above a page, and allocations the system
-// refuses to map go to the real allocator (the last counted as unguarded).
+// Allocations below MATE_GUARD_MIN_BYTES and allocations the system refuses to map go to the
+// real allocator (the latter counted as unguarded). Alignments above a page are guarded too (the
+// allocator over-reserves and slides the mapping).
 #include <dlfcn.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -44,7 +45,6 @@ enum State : int { kUninit, kStarting, kReady, kOff };
 std::atomic<int> g_state{kUninit};
 mate::guard::GuardAllocator* g_guard = nullptr;
 std::size_t g_min_bytes = 0;
-std::size_t g_page = 4096;
 __attribute__((tls_model("initial-exec"))) thread_local bool t_inside = false;
 mate::guard::GuardAllocatorConfig g_config;
 
@@ -82,7 +82,6 @@ void start() noexcept {
   config.skip_frames = 2;  // guard_alloc and malloc/calloc/...
   g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).i);
   config.quarantine_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_QUARANTINE_MB).i) << 20;
-  g_page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   g_config = config;
   try {
     g_guard = &mate::guard::install_guard_allocator(config);
@@ -134,7 +133,7 @@ bool owned(void* p) noexcept {
 }
 
 void* aligned(std::size_t alignment, std::size_t size) noexcept {
-  if (guarded() && size >= g_min_bytes && alignment <= g_page) {
+  if (guarded() && size >= g_min_bytes) {
     if (void* p = guard_alloc(size, alignment < 16 ? 16 : alignment)) return p;
   }
   return __libc_memalign(alignment, size);

@@ -86,11 +86,16 @@ void write_frames(int fd, const char* title, void* const* frames, int count, pid
   {
     ReportWriter w(fd);
     w.str("  ").str(title).str(" by thread ").dec(static_cast<std::uint64_t>(tid));
-    if (count == 0) w.str(": no backtrace (backtraces are off)");
+    if (count == 0) w.str(": no backtrace (backtraces are off, or the depot of distinct stacks is full)");
     w.chr('\n');
   }
   // backtrace_symbols_fd writes "module(function+offset) [address]" lines without malloc.
   if (count > 0) backtrace_symbols_fd(frames, count, fd);
+}
+
+void write_stack(int fd, const char* title, const StackDepot& depot, std::uint32_t handle, pid_t tid) noexcept {
+  void* frames[kMaxFrames];
+  write_frames(fd, title, frames, depot.get(handle, frames), tid);
 }
 
 }  // namespace mate::guard

@@ -35,6 +35,8 @@ void write_range(ReportWriter& w, std::uintptr_t begin, std::size_t bytes) noexc
 void write_allocation(ReportWriter& w, const Slot& s, const char* backend) noexcept;
 // One backtrace, symbolized with backtrace_symbols_fd.
 void write_frames(int fd, const char* title, void* const* frames, int count, pid_t tid) noexcept;
+// The same for a backtrace stored in `depot` (handle 0: none).
+void write_stack(int fd, const char* title, const StackDepot& depot, std::uint32_t handle, pid_t tid) noexcept;
 
 // The mode to rerun with when the canary (deferred) side of `mode` caught something.
 inline Mode other_mode(Mode m) noexcept { return m == Mode::Tail ? Mode::Head : Mode::Tail; }

@@ -17,12 +17,14 @@
 #include <mutex>
 
 #include "mate/guard/allocator.hpp"
+#include "stack_depot.hpp"
 
 namespace mate::guard {
 
-inline constexpr int kMaxFrames = 16;
 inline constexpr std::uint32_t kNoSlot = 0xffffffffu;
 
+// Kept small (80 bytes): the quarantine holds thousands of these. Backtraces are handles into
+// the table's StackDepot.
 struct Slot {
   std::uint64_t id;
   std::uintptr_t reservation;
@@ -31,17 +33,15 @@ struct Slot {
   std::size_t mapped;
   std::uintptr_t user;
   std::size_t size;
-  std::size_t rounded;  // size rounded up to the alignment
-  std::atomic<std::uint8_t> state;  // State
-  Mode mode;
-  std::uint8_t alloc_frames_count;
-  std::uint8_t free_frames_count;
   pid_t alloc_tid;
   pid_t free_tid;
   std::uint32_t next;  // free list or quarantine FIFO
-  void* alloc_frames[kMaxFrames];
-  void* free_frames[kMaxFrames];
+  std::uint32_t alloc_stack;  // StackDepot handle (0 = none)
+  std::uint32_t free_stack;
+  std::atomic<std::uint8_t> state;  // State
+  Mode mode;
 };
+static_assert(sizeof(Slot) <= 80, "a quarantined allocation's record should stay small");
 
 class SlotTable {
  public:
@@ -66,6 +66,8 @@ class SlotTable {
   std::uint32_t high_water() const noexcept { return high_water_.load(std::memory_order_acquire); }
 
   mutable std::mutex mutex;
+  StackDepot depot{kDepotStacks};  // put() under `mutex`
+  static constexpr std::uint32_t kDepotStacks = 1u << 18;
   Stats stats{};
   std::uint64_t next_id = 1;
   std::atomic<bool> refusal_said{false};

@@ -61,6 +61,7 @@ CallState* begin_call(const char* name, Collector collect, void* context) {
       // Written (one write(2), no buffering) before the body runs: a crash keeps the inputs.
       write(*s, render(s->settings.format, header_for(*s), Event::Inputs, s->settings.level, inputs.args(), nullptr));
       for (CallHook* hook : s->settings.hooks) hook->before(info, inputs.args());
+      note_device_ranges(s->name, s->seq, inputs.args());
     }
   } catch (...) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.

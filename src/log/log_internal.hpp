@@ -37,6 +37,9 @@ struct Header {
 std::string render(Format format, const Header& header, Event event, int level,
                    const std::vector<Arg>& args, const CallOutcome* outcome);
 
+// Records the device ranges of `inputs`' tensors for the guarded allocator's fault reports.
+void note_device_ranges(const char* call, std::uint64_t seq, const std::vector<Arg>& inputs) noexcept;
+
 // The API calls in flight on this thread, for crash reports (async-signal-safe reads).
 void push_in_flight(const char* name, std::uint64_t seq) noexcept;
 void pop_in_flight() noexcept;

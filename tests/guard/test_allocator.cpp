@@ -129,10 +129,41 @@ TEST(GuardAllocator, AlignmentPerCall) {
   EXPECT_EQ(r.ptr % 256, 0u);
   EXPECT_EQ((r.ptr + 256) % kPage, 0u);
   EXPECT_EQ(g.allocate(8, 24).error, AllocError::BadAlignment);
-  auto big = g.allocate(8, 2 * kPage);
-  EXPECT_EQ(big.error, AllocError::BadAlignment);
-  EXPECT_THAT(big.message, HasSubstr("granularity"));
   g.deallocate(r.ptr);
+}
+
+// Alignments above the granularity: the reservation is over-sized and the mapping slides so the
+// user pointer is aligned, with the guard still right after the end (tail) or before the start.
+TEST(GuardAllocator, AlignmentAboveTheGranularity) {
+  for (Mode mode : {Mode::Tail, Mode::Head}) {
+    auto config = small();
+    config.mode = mode;
+    GuardAllocator g(mate::device::host_backend(), config);
+    for (std::size_t align : {2 * kPage, 16 * kPage, std::size_t{1} << 21}) {
+      for (std::size_t size : {std::size_t{0}, std::size_t{100}, 3 * kPage + 5}) {
+        auto r = g.allocate(size, align);
+        ASSERT_TRUE(r) << r.message;
+        EXPECT_EQ(r.ptr % align, 0u) << "size " << size << " align " << align;
+        auto d = g.describe(r.ptr);
+        ASSERT_TRUE(d.found);
+        EXPECT_EQ(d.size, size);
+        if (size != 0) {
+          std::memset(reinterpret_cast<void*>(r.ptr), 0x5a, size);
+          EXPECT_EQ(d.mapping % kPage, 0u);
+          EXPECT_GE(d.mapping, d.reservation + kPage);  // a guard granule before
+          EXPECT_LE(d.mapping + d.mapped + kPage, d.reservation + d.reserved);  // and after
+          if (mode == Mode::Tail) {
+            EXPECT_EQ(d.mapping + d.mapped, r.ptr + ((size + align - 1) / align) * align);
+          } else {
+            EXPECT_EQ(d.mapping, r.ptr);
+          }
+          EXPECT_EQ(g.describe(mode == Mode::Tail ? d.mapping + d.mapped : r.ptr - 1).relation,
+                    mode == Mode::Tail ? mate::guard::Relation::PastEnd : mate::guard::Relation::BeforeStart);
+        }
+        EXPECT_EQ(g.deallocate(r.ptr), mate::guard::FreeResult::Ok);
+      }
+    }
+  }
 }
 
 TEST(GuardAllocator, ZeroBytesAreUniqueAndInaccessible) {

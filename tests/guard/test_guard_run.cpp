@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 
 #include "subprocess.hpp"
@@ -123,6 +126,46 @@ TEST_F(GuardRun, DeviceAllocationsThroughTheFakeDriverAreGuarded) {
   EXPECT_THAT(bad.err, HasSubstr("(tail mode, cuda memory"));
   // Without guard-run the program finds no device entry points at all here (no toolkit).
   EXPECT_EQ(run({MATE_DEVICE_ALLOC_CHILD, "ok"}).exit_code, 3);
+}
+
+// Issue 4's "done when": a program built against the toolkit's runtime (cuda_runtime.h,
+// libcudart) gets guarded allocations from the fake driver. The fake is also reachable as
+// libcuda.so.1 (a symlink on LD_LIBRARY_PATH), the name libcudart loads the driver by.
+TEST_F(GuardRun, ProgramBuiltAgainstLibcudartIsGuarded) {
+#ifndef MATE_CUDART_ALLOC_CHILD
+  GTEST_SKIP() << "the CUDA toolkit runtime was not found at configure time";
+#else
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mate_cudart_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  fs::create_symlink(MATE_FAKE_DRIVER_LIBRARY, dir / "libcuda.so.1");
+  mate::testing::RunOptions options;
+  options.env["MATE_FAKE_DRIVER_PATH"] = MATE_FAKE_DRIVER_LIBRARY;
+  options.env["LD_LIBRARY_PATH"] = dir.string();
+  auto ok = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_CUDART_ALLOC_CHILD, "ok"}, options);
+  auto bad = run({MATE_BINARY, "guard-run", "--", MATE_CUDART_ALLOC_CHILD, "overflow"}, options);
+  fs::remove_all(dir);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("done"));
+  EXPECT_THAT(ok.err, HasSubstr("mate guard: alloc #1 user ["));
+  EXPECT_THAT(ok.err, HasSubstr(" size 1000 mode tail cuda guard ["));
+  EXPECT_THAT(ok.err, HasSubstr(" size 3000 mode tail cuda guard ["));
+  EXPECT_THAT(ok.err, HasSubstr("free #2 user ["));
+  EXPECT_THAT(ok.err, HasSubstr("size 3000 canary intact"));
+  EXPECT_EQ(bad.exit_code, 128 + 11) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("72 bytes past the end of allocation #2 of 3000 bytes"));
+  EXPECT_THAT(bad.err, HasSubstr("(tail mode, cuda memory"));
+#endif
+}
+
+TEST_F(GuardRun, AlignmentAboveAPageIsGuarded) {
+  auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_HEAP_BUG, "aligned_past"});
+  EXPECT_EQ(r.exit_code, 128 + 11) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mate guard: overflow: SIGSEGV on a write to "));
+  EXPECT_THAT(r.err, HasSubstr("0 bytes past the end of allocation #"));
+  EXPECT_THAT(r.err, HasSubstr(" of 65536 bytes at [0x"));
+  // The user pointer the log shows is 64 KiB-aligned: its hex form ends in four zeros.
+  EXPECT_THAT(r.err, ::testing::ContainsRegex(" user \\[0x[0-9a-f]*0000, 0x[0-9a-f]*\\) size 65536 mode tail"));
 }
 
 TEST_F(GuardRun, LogAllocationsCorrelatesIds) {

@@ -8,6 +8,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 mate::testing::RunResult run_hooks(const char* what, std::map<std::string, std::string> env = {}) {
   mate::testing::RunOptions options;
@@ -20,9 +21,20 @@ TEST(PluggableAllocator, AllocatesGuardedDeviceMemory) {
   auto r = run_hooks("ok", {{"MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS", "1"}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("done"));
-  EXPECT_THAT(r.err, HasSubstr("mate_guard_alloc: unsupported device (device 1, size 16)"));
+  EXPECT_THAT(r.err, HasSubstr("mate_guard_alloc: invalid device 1: "));
+  EXPECT_THAT(r.err, HasSubstr("mate_guard_alloc: invalid device -1: accepted ordinals are 0 to 7"));
   EXPECT_THAT(r.err, HasSubstr(" size 1000 mode tail cuda guard ["));
   EXPECT_THAT(r.err, HasSubstr("canary intact"));
+}
+
+TEST(PluggableAllocator, HonoursTheDeviceOrdinal) {
+  auto r = run_hooks("device1", {{"MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS", "1"}, {"FAKE_DRIVER_DEVICE_COUNT", "2"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("done"));
+  EXPECT_THAT(r.err, HasSubstr("mate guard: alloc #1 user ["));
+  EXPECT_THAT(r.err, HasSubstr(" size 1000 mode tail cuda guard ["));
+  EXPECT_THAT(r.err, HasSubstr("canary intact"));
+  EXPECT_THAT(r.err, Not(HasSubstr("invalid device 1")));
 }
 
 TEST(PluggableAllocator, OverflowFaultsWithAReport) {

@@ -12,6 +12,8 @@
 //  * head mode: the user pointer is the mapping's start, right after the leading guard; the
 //    bytes after n are canary and the trailing guard catches large overruns.
 //  * n == 0: a unique pointer into a reservation that is never mapped (any access faults).
+//  * A > G: the reservation grows by A - G and the mapping slides (staying G-aligned) until the
+//    user pointer is a multiple of A; the unmapped slack widens the guard on the other side.
 // Freed ranges are unmapped and stay reserved in a FIFO quarantine bounded by an address-space
 // budget, so stale pointers fault as use-after-free.
 //
@@ -135,7 +137,7 @@ class GuardAllocator {
   GuardAllocator(const GuardAllocator&) = delete;
   GuardAllocator& operator=(const GuardAllocator&) = delete;
 
-  // alignment 0 = the backend's default (16 host, 256 device). `stream` is checked for graph
+  // alignment 0 = the backend's default (16 host, 256 device); any power of two is accepted. `stream` is checked for graph
   // capture (nullptr: the legacy stream).
   AllocResult allocate(std::size_t size, std::size_t alignment = 0, void* stream = nullptr) noexcept;
   // Frees a pointer from allocate(). Canary corruption, double and invalid frees are reported

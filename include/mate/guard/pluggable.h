@@ -6,13 +6,14 @@
  *   torch.cuda.memory.change_current_allocator(torch.cuda.memory.CUDAPluggableAllocator(
  *       "/path/to/libmate_guard_hooks.so", "mate_guard_alloc", "mate_guard_free"))
  *
- * (torch_musa: the same with its MUSA pluggable allocator). Both must run before the first device
- * allocation. The first call installs the process-wide guarded allocator on the driver that
- * MATE_DEVICE_DRIVER selects (auto: CUDA, then MUSA), configured by MATE_GUARD_ALLOCATOR_MODE,
- * _SYNC_ON_FREE and _LOG_ALLOCATIONS. Device 0 only.
+ * (torch_musa: the same under torch.musa, see docs/guard-allocator.md). Both must run before the
+ * first device allocation. The first call for a device ordinal installs a guarded allocator for
+ * it on the driver that MATE_DEVICE_DRIVER selects (auto: CUDA, then MUSA), configured by
+ * MATE_GUARD_ALLOCATOR_MODE, _SYNC_ON_FREE and _LOG_ALLOCATIONS; device 0's is the process-wide
+ * one, each other ordinal (up to 7) gets its own on that device's primary context.
  *
  * Contract: mate_guard_alloc returns NULL when it cannot allocate (the framework raises its
- * out-of-memory error) after a message on stderr saying why: no driver, another device, graph
+ * out-of-memory error) after a message on stderr saying why: no driver, an ordinal the driver does not have, graph
  * capture on `stream`, the system refusing mappings. mate_guard_free reports double and invalid
  * frees and canary corruption, then aborts. `stream` is the CUstream / MUstream handle.
  */

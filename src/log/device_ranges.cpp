@@ -1,0 +1,32 @@
+// Glue to the guarded allocator: the address range of every non-CPU tensor a logged call takes
+// goes into the guard's bounded registry (include/mate/guard/recent_ranges.hpp), so a device
+// fault reported later at a synchronize can name the allocations nearest to what recent calls
+// touched. The guard comes before log in the build order, so log pushes and guard owns.
+#include <dlpack/dlpack.h>
+
+#include "log_internal.hpp"
+#include "mate/guard/recent_ranges.hpp"
+
+namespace mate::log::detail {
+
+namespace {
+
+void note(const char* call, std::uint64_t seq, const Arg& a) noexcept {
+  if (a.kind == Arg::Kind::List) {
+    for (const Arg& item : a.items) note(call, seq, item);
+    return;
+  }
+  if (a.kind != Arg::Kind::Tensor || !a.tensor) return;
+  const DLTensor& t = a.tensor->dl();
+  if (t.device.device_type == kDLCPU || t.data == nullptr) return;
+  const tensor::VaRange r = a.tensor->view().va_range();
+  guard::note_device_range(call, seq, r.lo, r.hi);
+}
+
+}  // namespace
+
+void note_device_ranges(const char* call, std::uint64_t seq, const std::vector<Arg>& inputs) noexcept {
+  for (const Arg& a : inputs) note(call, seq, a);
+}
+
+}  // namespace mate::log::detail

@@ -1,0 +1,135 @@
+// A device fault through the fake driver: the synchronize at free returns the sticky
+// illegal-address error (700) and the guard names the allocation nearest to the tensor range the
+// logged API call passed. Also the backtrace depot that keeps quarantined records small.
+#include <dlfcn.h>
+#include <dlpack/dlpack.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "mate/config.hpp"
+#include "mate/device/driver.hpp"
+#include "mate/guard/allocator.hpp"
+#include "mate/guard/recent_ranges.hpp"
+#include "mate/log/api.hpp"
+#include "guard/stack_depot.hpp"
+
+namespace {
+
+using mate::config::ScopedOverride;
+using mate::config::Var;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+void set_sticky_error(int code) {
+  void* h = dlopen(MATE_FAKE_DRIVER_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  auto* set = reinterpret_cast<void (*)(int)>(dlsym(h, "fake_driver_set_sticky_error"));
+  ASSERT_NE(set, nullptr);
+  set(code);
+}
+
+// The user's "kernel launcher": an API function logged at level 3 that takes a device tensor.
+void launch_scale(DLTensor* x) {
+  MATE_API("scale_kernel", x).run([] {});
+}
+
+TEST(DeviceFault, IllegalAddressAtFreeNamesTheAllocationNearTheLastCallsTensor) {
+  ScopedOverride fake{Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
+  const std::string log_path = (std::filesystem::temp_directory_path() /
+                                ("mate_device_fault_" + std::to_string(getpid()) + ".log")).string();
+  ScopedOverride level{Var::MATE_LOGLEVEL, "3"};
+  ScopedOverride dest{Var::MATE_LOGDEST, log_path};
+  mate::log::reconfigure();
+  mate::guard::clear_recent_ranges();
+
+  std::string reason;
+  auto backend = mate::device::open_driver_backend(mate::device::Kind::Cuda, 0, &reason);
+  ASSERT_NE(backend, nullptr) << reason;
+  mate::guard::GuardAllocatorConfig config;
+  config.backend = mate::device::Kind::Cuda;
+  config.on_corruption = mate::guard::OnCorruption::Continue;
+  mate::guard::GuardAllocator guard(*backend, config);
+  auto a = guard.allocate(1000);
+  ASSERT_TRUE(a) << a.message;
+  const std::uint64_t id = guard.describe(a.ptr).id;
+
+  // 300 floats = 1200 bytes over a 1000-byte allocation: the "kernel" ran 200 bytes past its end.
+  // The fault surfaces at the free's synchronize, so the report names the allocation as freed.
+  std::int64_t shape[1] = {300};
+  DLTensor x{};
+  x.data = reinterpret_cast<void*>(a.ptr);
+  x.device = {kDLCUDA, 0};
+  x.ndim = 1;
+  x.dtype = {kDLFloat, 32, 1};
+  x.shape = shape;
+  launch_scale(&x);
+
+  set_sticky_error(mate::guard::kIllegalAddressError);
+  ::testing::internal::CaptureStderr();
+  guard.deallocate(a.ptr);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  set_sticky_error(0);
+  mate::log::reconfigure();
+  std::filesystem::remove(log_path);
+
+  EXPECT_THAT(err, HasSubstr("mate guard: device fault: cuCtxSynchronize returned an illegal-address error (700)"));
+  EXPECT_THAT(err, HasSubstr(" scale_kernel passed ["));
+  EXPECT_THAT(err, HasSubstr("first byte: 0 bytes from the start of freed allocation #" + std::to_string(id) +
+                             " of 1000 bytes"));
+  EXPECT_THAT(err, HasSubstr("last byte: 199 bytes past the end of freed allocation #" + std::to_string(id)));
+  EXPECT_THAT(err, HasSubstr("compute-sanitizer"));
+  // Said once: the error is sticky, every later synchronize returns it again.
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(mate::guard::report_illegal_address(mate::guard::kIllegalAddressError, "again"));
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), Not(HasSubstr("device fault")));
+}
+
+TEST(DeviceFault, OtherErrorsAreNotDeviceFaults) {
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(mate::guard::report_illegal_address(1, "cuCtxSynchronize"));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST(DeviceFault, RecentRangesAreBoundedNewestFirst) {
+  mate::guard::clear_recent_ranges();
+  for (std::uintptr_t i = 0; i < mate::guard::kRecentRanges + 5; ++i)
+    mate::guard::note_device_range("call", i, 0x1000 * (i + 1), 0x1000 * (i + 1) + 16);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(mate::guard::write_recent_ranges(2), mate::guard::kRecentRanges);
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(out, HasSubstr("call #" + std::to_string(mate::guard::kRecentRanges + 4) + " call"));
+  EXPECT_THAT(out, Not(HasSubstr("call #4 call")));  // the oldest five were dropped
+  EXPECT_LT(out.find("call #36 "), out.find("call #35 "));
+  mate::guard::clear_recent_ranges();
+}
+
+TEST(StackDepot, StoresEachDistinctStackOnce) {
+  mate::guard::StackDepot depot(4);
+  void* a[3] = {reinterpret_cast<void*>(1), reinterpret_cast<void*>(2), reinterpret_cast<void*>(3)};
+  void* b[2] = {reinterpret_cast<void*>(1), reinterpret_cast<void*>(2)};
+  const std::uint32_t ha = depot.put(a, 3);
+  EXPECT_NE(ha, 0u);
+  EXPECT_EQ(depot.put(a, 3), ha);
+  const std::uint32_t hb = depot.put(b, 2);
+  EXPECT_NE(hb, ha);
+  EXPECT_EQ(depot.size(), 2u);
+  void* out[mate::guard::kMaxFrames];
+  ASSERT_EQ(depot.get(ha, out), 3);
+  EXPECT_EQ(out[2], a[2]);
+  EXPECT_EQ(depot.get(0, out), 0);
+  EXPECT_EQ(depot.put(a, 0), 0u);
+  // Full: a new stack gets no handle, known ones keep theirs.
+  void* c[1] = {reinterpret_cast<void*>(7)};
+  void* d[1] = {reinterpret_cast<void*>(8)};
+  void* e[1] = {reinterpret_cast<void*>(9)};
+  EXPECT_NE(depot.put(c, 1), 0u);
+  EXPECT_NE(depot.put(d, 1), 0u);
+  EXPECT_EQ(depot.put(e, 1), 0u);
+  EXPECT_EQ(depot.put(b, 2), hb);
+}
+
+}  // namespace
