@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "file_io.hpp"
+#include "json_numbers.hpp"
 
 namespace mate::dump {
 
@@ -44,8 +45,8 @@ RecordedArg parse_arg(const json& j, int depth) {
   a.kind = j.at("kind").get<std::string>();
   a.type = str_or(j, "type");
   if (a.kind == "bool") a.b = j.at("value").get<bool>();
-  else if (a.kind == "int" || a.kind == "enum") a.i = j.at("value").get<std::int64_t>();
-  else if (a.kind == "uint") a.u = j.at("value").get<std::uint64_t>();
+  else if (a.kind == "int" || a.kind == "enum") a.i = detail::integer_at<std::int64_t>(j, "value");
+  else if (a.kind == "uint") a.u = detail::integer_at<std::uint64_t>(j, "value");
   else if (a.kind == "float") a.f = float_value(j.at("value"));
   else if (a.kind == "str") a.s = j.at("value").get<std::string>();
   else if (a.kind == "tensor") {
@@ -90,12 +91,12 @@ CallRecord parse_call(std::string_view text, const std::string& dir) {
   r.dir = dir;
   try {
     if (str_or(j, "format") != "mate-dump") throw DumpError("format is not \"mate-dump\"");
-    const int version = j.at("version").get<int>();
+    const int version = detail::integer_at<int>(j, "version");
     if (version != kCallFormatVersion) throw DumpError("unsupported version " + std::to_string(version) + " (this reader reads 1)");
     r.function = j.at("function").get<std::string>();
-    r.seq = j.at("seq").get<std::uint64_t>();
-    r.pid = j.value("pid", 0L);
-    r.tid = j.value("tid", 0L);
+    r.seq = detail::integer_at<std::uint64_t>(j, "seq");
+    r.pid = j.contains("pid") ? detail::integer_at<decltype(r.pid)>(j, "pid") : 0;
+    r.tid = j.contains("tid") ? detail::integer_at<decltype(r.tid)>(j, "tid") : 0;
     r.mate_version = str_or(j, "mate_version");
     r.started = str_or(j, "started");
     r.finished = str_or(j, "finished");
@@ -118,6 +119,8 @@ CallRecord parse_call(std::string_view text, const std::string& dir) {
     r.error = str_or(j, "error");
     r.inputs = parse_args(j, "inputs");
     r.outputs = parse_args(j, "outputs");
+  } catch (const detail::FieldError& e) {
+    throw DumpError(what + ": invalid field: " + e.what());
   } catch (const DumpError& e) {
     throw DumpError(what + ": " + e.what());
   } catch (const json::exception& e) {

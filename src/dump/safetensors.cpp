@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "file_io.hpp"
+#include "json_numbers.hpp"
 #include "mate/dump/tensor_file.hpp"
 
 namespace mate::dump {
@@ -160,9 +161,9 @@ TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std
       for (const auto& [type, name] : kNames)
         if (dtype == name) st = type;
       if (!st) throw bad("tensor " + it.key() + " has unknown dtype \"" + dtype + "\"");
-      auto shape = e.at("shape").get<std::vector<std::int64_t>>();
+      auto shape = detail::integer_list_at<std::int64_t>(e, "shape");
       if (static_cast<int>(shape.size()) > kMaxRank) throw bad("tensor " + it.key() + " has too many dimensions");
-      auto offs = e.at("data_offsets").get<std::vector<std::uint64_t>>();
+      auto offs = detail::integer_list_at<std::uint64_t>(e, "data_offsets");
       if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > buffer) throw bad("tensor " + it.key() + " has data_offsets outside the buffer");
       std::int64_t count = static_cast<std::int64_t>(tensor::element_size(tensor::dl_dtype(*st)));
       for (std::int64_t d : shape)
@@ -194,6 +195,8 @@ TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std
         out.device.device_type = static_cast<DLDeviceType>(std::stoi(m.at(prefix + "device_type").get<std::string>()));
       if (m.contains(prefix + "device_id")) out.device.device_id = std::stoi(m.at(prefix + "device_id").get<std::string>());
     }
+  } catch (const detail::FieldError& e) {
+    throw bad(std::string("invalid header: ") + e.what());
   } catch (const json::exception& e) {
     throw bad(std::string("invalid header: ") + e.what());
   } catch (const std::logic_error& e) {  // stoi

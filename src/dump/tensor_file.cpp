@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "file_io.hpp"
+#include "json_numbers.hpp"
 #include "mate/tensor/stats.hpp"
 
 namespace mate::dump {
@@ -148,19 +149,20 @@ TensorRecord parse_mtensor(std::string_view bytes, std::string_view what) {
   TensorRecord r;
   try {
     if (h.at("format").get<std::string>() != "mate-tensor") throw bad("header format is not \"mate-tensor\"");
-    const int version = h.at("version").get<int>();
+    const int version = detail::integer_at<int>(h, "version");
     if (version != kTensorFormatVersion) throw bad("unsupported version " + std::to_string(version) + " (this reader reads 1)");
     const json& d = h.at("dlpack_dtype");
-    const int code = d.at("code").get<int>(), bits = d.at("bits").get<int>(), lanes = d.at("lanes").get<int>();
+    const int code = detail::integer_at<int>(d, "code"), bits = detail::integer_at<int>(d, "bits"),
+              lanes = detail::integer_at<int>(d, "lanes");
     if (code < 0 || code > 255 || bits <= 0 || bits > 255 || lanes <= 0 || lanes > 65535) throw bad("invalid dlpack_dtype");
     r.dtype = DLDataType{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits), static_cast<std::uint16_t>(lanes)};
-    r.shape = h.at("shape").get<std::vector<std::int64_t>>();
-    r.strides = h.at("strides").get<std::vector<std::int64_t>>();
-    r.byte_offset = h.at("byte_offset").get<std::uint64_t>();
-    r.device.device_type = static_cast<DLDeviceType>(h.at("device_type").get<int>());
-    r.device.device_id = h.at("device_id").get<int>();
-    r.data_begin = h.at("data_begin").get<std::int64_t>();
-    const std::int64_t nbytes = h.at("nbytes").get<std::int64_t>();
+    r.shape = detail::integer_list_at<std::int64_t>(h, "shape");
+    r.strides = detail::integer_list_at<std::int64_t>(h, "strides");
+    r.byte_offset = detail::integer_at<std::uint64_t>(h, "byte_offset");
+    r.device.device_type = static_cast<DLDeviceType>(detail::integer_at<int>(h, "device_type"));
+    r.device.device_id = detail::integer_at<int>(h, "device_id");
+    r.data_begin = detail::integer_at<std::int64_t>(h, "data_begin");
+    const std::int64_t nbytes = detail::integer_at<std::int64_t>(h, "nbytes");
     if (r.shape.size() != r.strides.size()) throw bad("shape and strides have different lengths");
     if (static_cast<int>(r.shape.size()) > kMaxRank) throw bad("rank " + std::to_string(r.shape.size()) + " exceeds " + std::to_string(kMaxRank));
     // The extent the layout implies must be exactly what the file stores.
@@ -189,6 +191,8 @@ TensorRecord parse_mtensor(std::string_view bytes, std::string_view what) {
                     ? "truncated: " + std::to_string(bytes.size() - data_at) + " of " + std::to_string(nbytes) + " data bytes"
                     : "trailing bytes after the data");
     r.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_at), bytes.end());
+  } catch (const detail::FieldError& e) {
+    throw bad(std::string("invalid header: ") + e.what());
   } catch (const json::exception& e) {
     throw bad(std::string("invalid header: ") + e.what());
   }

@@ -182,6 +182,32 @@ TEST_F(TensorFileTest, DamagedMtensorFilesGiveClearErrors) {
   EXPECT_NE(expect_error([&] { mate::dump::read_mtensor((dir_ / "missing").string()); }).find("cannot open"), std::string::npos);
 }
 
+// Integer fields must be JSON integers in range: the fuzz target found a float (1.5e20) that a
+// plain get<int>() would have cast with undefined behaviour.
+TEST_F(TensorFileTest, NonIntegerOrOutOfRangeFieldsAreClearErrors) {
+  auto mtensor = [](const std::string& device_id, const std::string& shape) {
+    const std::string header = R"({"format":"mate-tensor","version":1,"dlpack_dtype":{"code":2,"bits":32,"lanes":1},"shape":)" +
+                               shape + R"(,"strides":[1],"byte_offset":0,"device_type":1,"device_id":)" + device_id +
+                               R"(,"data_begin":0,"nbytes":4})";
+    std::string bytes = "MATETNSR";
+    for (int i = 0; i < 8; ++i) bytes += static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    return bytes + header + std::string(4, '\0');
+  };
+  EXPECT_NO_THROW(mate::dump::parse_mtensor(mtensor("0", "[1]")));
+  EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(mtensor("1.5e20", "[1]")); })
+                .find("invalid header: device_id: expected an integer, found 1.5e+20"),
+            std::string::npos);
+  EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(mtensor("4294967296", "[1]")); }).find("device_id: 4294967296 is out of range"),
+            std::string::npos);
+  EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(mtensor("0", "[1e300]")); }).find("shape: expected an integer"),
+            std::string::npos);
+
+  const fs::path call = dir_ / "20260101_000000_000_pid1_call00000001_g";
+  fs::create_directories(call);
+  std::ofstream(call / "call.json") << R"({"format":"mate-dump","version":1,"function":"g","seq":1e30,"status":"completed","tensor_format":"mate"})";
+  EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("seq: expected an integer, found 1e+30"), std::string::npos);
+}
+
 TEST_F(TensorFileTest, DamagedCallFilesGiveClearErrors) {
   const fs::path call = dir_ / "20260101_000000_000_pid1_call00000001_f";
   fs::create_directories(call);
