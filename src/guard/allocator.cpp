@@ -548,14 +548,16 @@ void GuardAllocator::note_unguarded() noexcept {
   table_->stats.unguarded += 1;
 }
 
+// The same order as check_all (mutex, then scratch_mutex inside check_slot): the opposite order
+// would deadlock against a thread checking canaries while another forks.
 void GuardAllocator::prepare_fork() noexcept {
-  table_->scratch_mutex.lock();
   table_->mutex.lock();
+  table_->scratch_mutex.lock();
 }
 
 void GuardAllocator::after_fork() noexcept {
-  table_->mutex.unlock();
   table_->scratch_mutex.unlock();
+  table_->mutex.unlock();
 }
 
 Stats GuardAllocator::stats() const noexcept {
