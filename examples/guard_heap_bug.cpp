@@ -2,6 +2,7 @@
 //   mate guard-run --mode tail -- guard_heap_bug past    writes one element past the end
 //   mate guard-run --mode head -- guard_heap_bug before  writes one element before the start
 //   mate guard-run -- guard_heap_bug free_inside           frees a pointer into the buffer
+//   mate guard-run -- guard_heap_bug realloc_inside        reallocs a pointer into the buffer
 //   mate guard-run -- guard_heap_bug aligned_past          the same as past, on a buffer from
 //                                                          aligned_alloc with a 64 KiB alignment
 // Without the guard the program usually "works" and prints a wrong checksum or nothing at all.
@@ -12,6 +13,7 @@
 int main(int argc, char** argv) {
   const bool before = argc > 1 && std::strcmp(argv[1], "before") == 0;
   const bool free_inside = argc > 1 && std::strcmp(argv[1], "free_inside") == 0;
+  const bool realloc_inside = argc > 1 && std::strcmp(argv[1], "realloc_inside") == 0;
   const bool aligned = argc > 1 && std::strcmp(argv[1], "aligned_past") == 0;
   // Aligned: 16384 ints = 64 KiB, a multiple of the alignment, so the end meets the guard.
   const int count = aligned ? 16384 : 1000;
@@ -23,6 +25,12 @@ int main(int argc, char** argv) {
   if (free_inside) {
     int* volatile inside = values + 1;  // volatile: the compiler would refuse the obvious bug
     std::free(inside);                   // the bug: not the pointer malloc returned
+    return 0;
+  }
+  if (realloc_inside) {
+    int* volatile inside = values + 1;
+    void* grown = std::realloc(inside, 2 * count * sizeof(int));  // the bug, as free_inside
+    std::printf("realloc returned %s\n", grown != nullptr ? "a buffer" : "null");
     return 0;
   }
   volatile int index = before ? -1 : count;

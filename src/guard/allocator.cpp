@@ -322,27 +322,45 @@ void report_canary(const StackDepot& depot, const Slot& s, const char* backend, 
   core::write_crash_context(kStderr);
 }
 
-// Checks both canary sides of `s`, reporting each corruption; returns the number of bad sides.
-int check_slot(device::Backend& backend, SlotTable& table, const Slot& s, const char* when) noexcept {
-  if (s.mapped == 0) return 0;
+// What check_slot found: corrupted sides, and the first failed read (a canary that could not be
+// read is not known intact, so it is neither counted as intact nor as corrupted).
+struct SlotCheck {
+  int bad = 0;
+  device::Status unchecked;
+};
+
+// Checks both canary sides of `s`, reporting each corruption and each side it could not read.
+SlotCheck check_slot(device::Backend& backend, SlotTable& table, const Slot& s, const char* when) noexcept {
+  SlotCheck result;
+  if (s.mapped == 0) return result;
   CanaryRanges r = canary_ranges(s);
   CanaryCheck before, after;
+  device::Status before_status, after_status;
   {
     std::unique_lock<std::mutex> scratch_lock(table.scratch_mutex, std::defer_lock);
     if (backend.kind() != device::Kind::Host) scratch_lock.lock();
-    check_canary(backend, r.before, r.before_bytes, table.scratch, SlotTable::kScratchBytes, &before);
-    check_canary(backend, r.after, r.after_bytes, table.scratch, SlotTable::kScratchBytes, &after);
+    before_status = check_canary(backend, r.before, r.before_bytes, table.scratch, SlotTable::kScratchBytes, &before);
+    after_status = check_canary(backend, r.after, r.after_bytes, table.scratch, SlotTable::kScratchBytes, &after);
   }
-  int bad = 0;
+  // A read that failed part way may still have seen differing bytes: those are real corruption.
   if (before.differing > 0) {
     report_canary(table.depot, s, backend.name(), true, r.before_bytes, before, when);
-    ++bad;
+    ++result.bad;
   }
   if (after.differing > 0) {
     report_canary(table.depot, s, backend.name(), false, r.after_bytes, after, when);
-    ++bad;
+    ++result.bad;
   }
-  return bad;
+  result.unchecked = !before_status.ok() ? before_status : after_status;
+  if (!result.unchecked.ok()) {
+    ReportWriter w(kStderr);
+    w.str("mate guard: canary not checked ").str(when).str(": ");
+    write_allocation(w, s, backend.name());
+    w.str(": ");
+    write_status(w, result.unchecked);
+    w.chr('\n');
+  }
+  return result;
 }
 
 // A device fault surfaces as the synchronize's sticky illegal-address error.
@@ -436,7 +454,8 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
 
   // A kernel still running could write the canary (or fault on the unmapped range) later.
   if (config_.sync_on_free) note_sync(backend_.synchronize());
-  int bad = check_slot(backend_, *table_, copy, "at free");
+  SlotCheck checked = check_slot(backend_, *table_, copy, "at free");
+  const int bad = checked.bad;
   if (copy.mapped != 0) backend_.unmap(copy.mapping, copy.mapped);
 
   {
@@ -448,6 +467,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
     table_->stats.quarantined += 1;
     table_->stats.quarantined_bytes += copy.reserved;
     if (bad > 0) table_->stats.canary_failures += 1;
+    if (!checked.unchecked.ok()) table_->stats.canary_unchecked += 1;
     // FIFO eviction: the oldest freed ranges give their address space back first.
     while (table_->stats.quarantined_bytes > config_.quarantine_bytes) {
       std::uint32_t old = table_->quarantine_pop();
@@ -464,13 +484,22 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
     ReportWriter w(kStderr);
     w.str("mate guard: free #").dec(copy.id).str(" user ");
     write_range(w, copy.user, copy.size);
-    w.str(" size ").dec(copy.size).str(bad > 0 ? " canary CORRUPTED\n" : " canary intact\n");
+    w.str(" size ").dec(copy.size);
+    if (bad > 0) {
+      w.str(" canary CORRUPTED\n");
+    } else if (!checked.unchecked.ok()) {
+      w.str(" canary not checked: ");
+      write_status(w, checked.unchecked);
+      w.chr('\n');
+    } else {
+      w.str(" canary intact\n");
+    }
   }
   if (bad > 0) {
     if (config_.on_corruption == OnCorruption::Abort) stop();
     return FreeResult::CanaryCorrupted;
   }
-  return FreeResult::Ok;
+  return checked.unchecked.ok() ? FreeResult::Ok : FreeResult::CanaryNotChecked;
 }
 
 bool GuardAllocator::owns(std::uintptr_t ptr) const noexcept {
@@ -494,13 +523,20 @@ std::size_t GuardAllocator::check_all() noexcept {
   if (config_.sync_on_free) note_sync(backend_.synchronize());
   std::lock_guard lock(table_->mutex);
   std::size_t bad = 0;
+  std::size_t unchecked = 0;
   for (std::uint32_t i = 0; i < table_->high_water(); ++i) {
     const Slot& s = table_->slot(i);
     if (static_cast<State>(s.state.load()) != State::Live) continue;
-    if (check_slot(backend_, *table_, s, "(check_all)") > 0) ++bad;
+    SlotCheck checked = check_slot(backend_, *table_, s, "(check_all)");
+    if (checked.bad > 0) {
+      ++bad;
+    } else if (!checked.unchecked.ok()) {
+      ++unchecked;
+    }
   }
   table_->stats.canary_failures += bad;
-  return bad;
+  table_->stats.canary_unchecked += unchecked;
+  return bad + unchecked;
 }
 
 Description GuardAllocator::describe(std::uintptr_t address) const noexcept {
@@ -512,14 +548,16 @@ void GuardAllocator::note_unguarded() noexcept {
   table_->stats.unguarded += 1;
 }
 
+// The same order as check_all (mutex, then scratch_mutex inside check_slot): the opposite order
+// would deadlock against a thread checking canaries while another forks.
 void GuardAllocator::prepare_fork() noexcept {
-  table_->scratch_mutex.lock();
   table_->mutex.lock();
+  table_->scratch_mutex.lock();
 }
 
 void GuardAllocator::after_fork() noexcept {
-  table_->mutex.unlock();
   table_->scratch_mutex.unlock();
+  table_->mutex.unlock();
 }
 
 Stats GuardAllocator::stats() const noexcept {

@@ -132,6 +132,17 @@ bool owned(void* p) noexcept {
   return g_guard->owns(reinterpret_cast<std::uintptr_t>(p));
 }
 
+// True when `p`, not owned, still lies inside a range the guard reserved (p + 1 of a guarded
+// buffer): glibc must never see it, it would read the guard's bytes as its chunk header.
+bool in_guarded_range(void* p) noexcept {
+  if (t_inside || g_state.load(std::memory_order_acquire) != kReady ||
+      !g_guard->may_hold(reinterpret_cast<std::uintptr_t>(p)))
+    return false;
+  Inside inside;
+  mate::guard::Description d = g_guard->describe(reinterpret_cast<std::uintptr_t>(p));
+  return d.found && !d.outside;
+}
+
 void* aligned(std::size_t alignment, std::size_t size) noexcept {
   if (guarded() && size >= g_min_bytes) {
     if (void* p = guard_alloc(size, alignment < 16 ? 16 : alignment)) return p;
@@ -169,20 +180,12 @@ MATE_EXPORT void free(void* p) noexcept {
     asm volatile("" ::: "memory");  // no tail call: backtraces skip exactly free's frame
     return;
   }
-  if (!t_inside && g_state.load(std::memory_order_acquire) == kReady &&
-      g_guard->may_hold(reinterpret_cast<std::uintptr_t>(p))) {
-    // Inside a guarded range but not a pointer the guard returned (free(p + 1)): the guard's
-    // invalid-free report, not glibc's guess from the bytes before it.
-    mate::guard::Description d;
-    {
-      Inside inside;
-      d = g_guard->describe(reinterpret_cast<std::uintptr_t>(p));
-    }
-    if (d.found && !d.outside) {
-      guard_free(p);
-      asm volatile("" ::: "memory");
-      return;
-    }
+  if (in_guarded_range(p)) {
+    // Not a pointer the guard returned (free(p + 1)): the guard's invalid-free report, not
+    // glibc's guess from the bytes before it.
+    guard_free(p);
+    asm volatile("" ::: "memory");
+    return;
   }
   __libc_free(p);
 }
@@ -213,6 +216,13 @@ MATE_EXPORT void* realloc(void* p, size_t size) noexcept {
     std::memcpy(q, p, old < size ? old : size);
     free(p);
     return q;
+  }
+  if (in_guarded_range(p)) {
+    // realloc(p + 1): the same invalid-free report as free(p + 1), which aborts; were the run
+    // to continue (on_corruption=continue), realloc fails and the buffer stays as it was.
+    guard_free(p);
+    errno = EINVAL;
+    return nullptr;
   }
   return __libc_realloc(p, size);
 }

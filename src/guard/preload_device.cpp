@@ -83,9 +83,11 @@ bool guarded_free(Kind kind, std::uintptr_t ptr, void* stream, int* code) noexce
   Inside inside;
   if (!guard->owns(ptr)) return false;
   auto result = guard->deallocate(ptr, stream);
+  // CanaryNotChecked: the memory was freed; the unreadable canary is already reported.
   *code = result == mate::guard::FreeResult::Capturing ? kCaptureUnsupported
-          : result == mate::guard::FreeResult::Ok    ? kSuccess
-                                                     : kInvalidValue;
+          : result == mate::guard::FreeResult::Ok || result == mate::guard::FreeResult::CanaryNotChecked
+              ? kSuccess
+              : kInvalidValue;
   return true;
 }
 

@@ -467,6 +467,7 @@ Result fake_MemcpyHtoD_v2(DevicePtr dst, const void* src, std::size_t bytes) {
   Locked l;
   if (!l.s.initialized) return kNotInitialized;
   if (current_context == nullptr) return kInvalidContext;
+  if (l.s.sticky_error != kSuccess) return l.s.sticky_error;  // every later call fails, as on a real context
   if (bytes == 0) return kSuccess;
   if (src == nullptr || !accessible(l.s, dst, bytes, PROT_WRITE)) return kInvalidValue;
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
@@ -477,6 +478,7 @@ Result fake_MemcpyDtoH_v2(void* dst, DevicePtr src, std::size_t bytes) {
   Locked l;
   if (!l.s.initialized) return kNotInitialized;
   if (current_context == nullptr) return kInvalidContext;
+  if (l.s.sticky_error != kSuccess) return l.s.sticky_error;  // every later call fails, as on a real context
   if (bytes == 0) return kSuccess;
   if (dst == nullptr || !accessible(l.s, src, bytes, PROT_READ)) return kInvalidValue;
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
@@ -487,6 +489,7 @@ Result fake_MemsetD8_v2(DevicePtr dst, unsigned char value, std::size_t bytes) {
   Locked l;
   if (!l.s.initialized) return kNotInitialized;
   if (current_context == nullptr) return kInvalidContext;
+  if (l.s.sticky_error != kSuccess) return l.s.sticky_error;  // every later call fails, as on a real context
   if (bytes == 0) return kSuccess;
   if (!accessible(l.s, dst, bytes, PROT_WRITE)) return kInvalidValue;
   std::memset(reinterpret_cast<void*>(dst), value, bytes);
@@ -635,8 +638,8 @@ FAKE_EXPORT void fake_driver_set_capture_status(void* stream, int status) {
   l.s.capture_status[stream] = status;
 }
 
-// Sets the sticky error cuCtxSynchronize returns (e.g. 700, CUDA_ERROR_ILLEGAL_ADDRESS, to
-// stand for a device fault); 0 clears it.
+// Sets the sticky error cuCtxSynchronize and the copies/memset return (e.g. 700,
+// CUDA_ERROR_ILLEGAL_ADDRESS, to stand for a device fault); 0 clears it.
 FAKE_EXPORT void fake_driver_set_sticky_error(int code) {
   Locked l;
   l.s.sticky_error = code;

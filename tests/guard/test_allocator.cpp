@@ -3,11 +3,14 @@
 // quarantine, double/invalid free, lookup, statistics, threads, install semantics.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -359,6 +362,58 @@ TEST(GuardAllocator, ManyThreadsAllocatingAndFreeing) {
   EXPECT_EQ(s.frees, 4000u);
   EXPECT_EQ(s.live, 0u);
   EXPECT_LE(s.quarantined_bytes, 64 * kPage);
+}
+
+// A device-kind backend that, the first time check_slot asks its kind (holding the table lock,
+// not yet the scratch lock), starts a thread running prepare_fork/after_fork and gives it time
+// to take whatever lock it takes first.
+class ForkDuringCheckBackend : public WrappedBackend {
+ public:
+  mate::device::Kind kind() const noexcept override {
+    if (armed.exchange(false)) {
+      forker = std::thread([this] {
+        allocator->prepare_fork();
+        allocator->after_fork();
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return mate::device::Kind::Cuda;
+  }
+  mutable std::atomic<bool> armed{false};
+  mutable std::thread forker;
+  GuardAllocator* allocator = nullptr;
+};
+
+// check_all takes the table lock, then the scratch lock; prepare_fork must take them in the same
+// order, or a fork during a canary check deadlocks. Run in a child so a deadlock fails the test
+// instead of hanging it.
+TEST(GuardAllocator, PrepareForkTakesLocksInCheckAllsOrder) {
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ForkDuringCheckBackend backend;
+    GuardAllocator g(backend, small());
+    backend.allocator = &g;
+    auto r = g.allocate(100);
+    if (!r) _exit(2);
+    backend.armed = true;
+    const std::size_t bad = g.check_all();
+    backend.forker.join();
+    _exit(bad == 0 ? 0 : 3);
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 200 && done == 0; ++i) {  // up to 10 s
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "check_all and prepare_fork deadlocked (lock-order inversion)";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(GuardAllocator, DescribeOutsideAnyAllocation) {

@@ -88,6 +88,54 @@ TEST(DeviceFault, IllegalAddressAtFreeNamesTheAllocationNearTheLastCallsTensor) 
   EXPECT_THAT(::testing::internal::GetCapturedStderr(), Not(HasSubstr("device fault")));
 }
 
+// After a device fault every copy fails with the sticky error, so the canary cannot be read:
+// the free and check_all must say so, never "canary intact" or a count of 0.
+TEST(DeviceFault, CanaryThatCannotBeReadIsReportedNotChecked) {
+  ScopedOverride fake{Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
+  std::string reason;
+  auto backend = mate::device::open_driver_backend(mate::device::Kind::Cuda, 0, &reason);
+  ASSERT_NE(backend, nullptr) << reason;
+  mate::guard::GuardAllocatorConfig config;
+  config.backend = mate::device::Kind::Cuda;
+  config.on_corruption = mate::guard::OnCorruption::Continue;
+  config.log_allocations = true;
+  mate::guard::GuardAllocator guard(*backend, config);
+  auto a = guard.allocate(1000);
+  ASSERT_TRUE(a) << a.message;
+  auto b = guard.allocate(24);
+  ASSERT_TRUE(b) << b.message;
+  const std::string a_id = std::to_string(guard.describe(a.ptr).id);
+  EXPECT_EQ(guard.check_all(), 0u);  // readable and intact before the fault
+
+  set_sticky_error(mate::guard::kIllegalAddressError);
+  ::testing::internal::CaptureStderr();
+  const std::size_t not_intact = guard.check_all();
+  const std::string check_err = ::testing::internal::GetCapturedStderr();
+  ::testing::internal::CaptureStderr();
+  const mate::guard::FreeResult freed = guard.deallocate(a.ptr);
+  const std::string free_err = ::testing::internal::GetCapturedStderr();
+  set_sticky_error(0);
+
+  EXPECT_EQ(not_intact, 2u);
+  EXPECT_THAT(check_err, HasSubstr("mate guard: canary not checked (check_all): allocation #" + a_id +
+                                   " of 1000 bytes"));
+  EXPECT_THAT(check_err, HasSubstr("MemcpyDtoH_v2 failed (error 700)"));
+  EXPECT_EQ(freed, mate::guard::FreeResult::CanaryNotChecked);
+  EXPECT_THAT(free_err, HasSubstr("mate guard: canary not checked at free: allocation #" + a_id));
+  EXPECT_THAT(free_err, HasSubstr("mate guard: free #" + a_id));
+  EXPECT_THAT(free_err, HasSubstr(" canary not checked: "));
+  EXPECT_THAT(free_err, Not(HasSubstr("canary intact")));
+  EXPECT_THAT(free_err, Not(HasSubstr("canary corrupted")));
+  const mate::guard::Stats stats = guard.stats();
+  EXPECT_EQ(stats.canary_unchecked, 3u);  // two in check_all, one at free
+  EXPECT_EQ(stats.canary_failures, 0u);
+
+  // Once the context is usable again the canary reads back intact.
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(guard.deallocate(b.ptr), mate::guard::FreeResult::Ok);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("canary intact"));
+}
+
 TEST(DeviceFault, OtherErrorsAreNotDeviceFaults) {
   ::testing::internal::CaptureStderr();
   EXPECT_FALSE(mate::guard::report_illegal_address(1, "cuCtxSynchronize"));

@@ -110,6 +110,15 @@ TEST_F(GuardRun, FreeOfAPointerIntoABufferIsAnInvalidFree) {
   EXPECT_THAT(r.err, HasSubstr(" of 4000 bytes at ["));
 }
 
+// realloc(p + 1) goes through the same check as free(p + 1), not to glibc's realloc.
+TEST_F(GuardRun, ReallocOfAPointerIntoABufferIsAnInvalidFree) {
+  auto r = run({MATE_BINARY, "guard-run", "--", MATE_HEAP_BUG, "realloc_inside"});
+  EXPECT_EQ(r.exit_code, 128 + 6) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mate guard: invalid free of "));
+  EXPECT_THAT(r.err, HasSubstr("it lies 4 bytes after the start of live allocation #"));
+  EXPECT_THAT(r.err, HasSubstr(" of 4000 bytes at ["));
+}
+
 TEST_F(GuardRun, DeviceAllocationsThroughTheFakeDriverAreGuarded) {
   mate::testing::RunOptions options;
   options.env["MATE_FAKE_DRIVER_PATH"] = MATE_FAKE_DRIVER_LIBRARY;

@@ -87,7 +87,9 @@ struct AllocResult {
   explicit operator bool() const noexcept { return error == AllocError::None; }
 };
 
-enum class FreeResult : std::uint8_t { Ok, CanaryCorrupted, DoubleFree, InvalidFree, Capturing };
+// CanaryNotChecked: freed, but the canary could not be read back (e.g. the device context has a
+// sticky error), so it is not known intact; reported as "canary not checked: <status>".
+enum class FreeResult : std::uint8_t { Ok, CanaryCorrupted, DoubleFree, InvalidFree, Capturing, CanaryNotChecked };
 
 struct Stats {
   std::uint64_t allocations = 0;  // served, guarded
@@ -98,6 +100,7 @@ struct Stats {
   std::uint64_t quarantined_bytes = 0;  // reserved address space
   std::uint64_t unguarded = 0;          // fallbacks counted by note_unguarded()
   std::uint64_t canary_failures = 0;
+  std::uint64_t canary_unchecked = 0;  // checks whose canary read failed (not known intact)
   std::uint64_t double_frees = 0;
   std::uint64_t invalid_frees = 0;
 };
@@ -150,7 +153,8 @@ class GuardAllocator {
   bool may_hold(std::uintptr_t address) const noexcept;
   // Size of the live allocation at `ptr` (0 when not a live user pointer).
   std::size_t size_of(std::uintptr_t ptr) const noexcept;
-  // Checks the canaries of every live allocation, reports each corruption; returns the count.
+  // Checks the canaries of every live allocation, reports each corruption and each canary it
+  // could not read; returns the count of allocations not known intact (corrupted or not checked).
   std::size_t check_all() noexcept;
   // Which allocation `address` belongs to or is nearest (live or quarantined).
   Description describe(std::uintptr_t address) const noexcept;
