@@ -43,6 +43,7 @@ RecordedArg parse_arg(const json& j, int depth) {
   a.name = j.at("name").get<std::string>();
   a.kind = j.at("kind").get<std::string>();
   a.type = str_or(j, "type");
+  a.error = str_or(j, "error");
   if (a.kind == "bool") a.b = j.at("value").get<bool>();
   else if (a.kind == "int" || a.kind == "enum") a.i = j.at("value").get<std::int64_t>();
   else if (a.kind == "uint") a.u = j.at("value").get<std::uint64_t>();
@@ -51,7 +52,6 @@ RecordedArg parse_arg(const json& j, int depth) {
   else if (a.kind == "tensor") {
     a.file = str_or(j, "file");
     a.key = str_or(j, "key");
-    a.error = str_or(j, "error");
     if (a.file.empty() && a.error.empty()) throw DumpError("tensor argument " + a.name + " names no file");
     if (a.file.find("..") != std::string::npos || (!a.file.empty() && a.file[0] == '/'))
       throw DumpError("tensor argument " + a.name + " names a file outside the call directory: " + a.file);
