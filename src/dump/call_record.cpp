@@ -44,6 +44,7 @@ RecordedArg parse_arg(const json& j, int depth) {
   a.name = j.at("name").get<std::string>();
   a.kind = j.at("kind").get<std::string>();
   a.type = str_or(j, "type");
+  a.error = str_or(j, "error");
   if (a.kind == "bool") a.b = j.at("value").get<bool>();
   else if (a.kind == "int" || a.kind == "enum") a.i = detail::integer_at<std::int64_t>(j, "value");
   else if (a.kind == "uint") a.u = detail::integer_at<std::uint64_t>(j, "value");
@@ -52,7 +53,6 @@ RecordedArg parse_arg(const json& j, int depth) {
   else if (a.kind == "tensor") {
     a.file = str_or(j, "file");
     a.key = str_or(j, "key");
-    a.error = str_or(j, "error");
     if (a.file.empty() && a.error.empty()) throw DumpError("tensor argument " + a.name + " names no file");
     if (a.file.find("..") != std::string::npos || (!a.file.empty() && a.file[0] == '/'))
       throw DumpError("tensor argument " + a.name + " names a file outside the call directory: " + a.file);

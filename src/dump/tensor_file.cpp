@@ -182,9 +182,12 @@ TensorRecord parse_mtensor(std::string_view bytes, std::string_view what) {
       }
       if (__builtin_add_overflow(hi, es, &hi)) throw bad("extent overflows 64 bits");
     }
-    if (r.data_begin != lo || nbytes != hi - lo)
+    // lo <= 0 <= hi, each within 64 bits, but their distance need not be (strides -2^62, 2^62).
+    std::int64_t extent = 0;
+    if (__builtin_sub_overflow(hi, lo, &extent)) throw bad("extent overflows 64 bits");
+    if (r.data_begin != lo || nbytes != extent)
       throw bad("stored byte range (data_begin " + std::to_string(r.data_begin) + ", nbytes " + std::to_string(nbytes) +
-                ") does not match the layout (" + std::to_string(lo) + ", " + std::to_string(hi - lo) + ")");
+                ") does not match the layout (" + std::to_string(lo) + ", " + std::to_string(extent) + ")");
     const std::uint64_t data_at = 16 + header_len;
     if (bytes.size() - data_at != static_cast<std::uint64_t>(nbytes))
       throw bad(bytes.size() - data_at < static_cast<std::uint64_t>(nbytes)

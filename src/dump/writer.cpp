@@ -3,8 +3,12 @@
 // Invariants:
 //  * Size cap: `used + reserved` never exceeds the cap. A call reserves, before it writes
 //    anything, its input files' size twice (inputs, and the same again as the bound for its
-//    outputs) plus room for metadata; when it ends, the reservation is replaced by what it
-//    actually wrote. Outputs larger than the reservation are written only if they still fit.
+//    outputs) plus its call.json as measured (twice: a replacement holds the old file and the
+//    new one side by side) and kMetadataSlack; when it ends, the reservation is replaced by
+//    what it actually wrote. call.json can be large (long lists and strings, an exception
+//    message), so it is measured again before the outputs are written and before every
+//    replacement: what does not fit is recorded as not saved, and a call.json that still would
+//    not fit is not written (the dump fails) rather than cross the cap.
 //  * call.json is only ever replaced whole (write_file_atomically), and only names tensor files
 //    that are complete.
 #include <sys/stat.h>
@@ -44,7 +48,12 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr std::uint64_t kMetadataAllowance = 64 * 1024;
+// Room a call keeps beyond its measured call.json for what the file gains before it is measured
+// again: status, timestamps, elapsed time, the errors of tensors that could not be read.
+constexpr std::uint64_t kMetadataSlack = 16 * 1024;
+// An exception message that does not fit under the cap whole is cut to this many bytes.
+constexpr std::size_t kCutMessageBytes = 4096;
+constexpr const char* kNotSaved = "not saved: MATE_DUMP_MAX_SIZE_GB would be exceeded";
 
 struct Settings {
   bool enabled = false;
@@ -68,7 +77,9 @@ struct ActiveDump {
   std::string dir;
   json meta;
   std::uint64_t reserved = 0;
-  std::uint64_t written = 0;
+  std::uint64_t written = 0;     // tensor bytes on disk
+  std::uint64_t pending = 0;     // tensor bytes of the phase being written
+  std::uint64_t meta_bytes = 0;  // call.json's size on disk
 };
 
 struct State {
@@ -265,12 +276,74 @@ std::string write_tensors(const std::string& dir, std::vector<TensorJob>& jobs, 
   return "";
 }
 
-bool publish(const ActiveDump& d, std::string* error) {
-  const std::string text = d.meta.dump(2) + "\n";
+std::string metadata_text(const json& meta) { return meta.dump(2) + "\n"; }
+
+std::string fmt_gb(double gb) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", gb);
+  return buf;
+}
+
+// Makes d's reservation at least `want` bytes when the cap allows. When it does not: false, and
+// the one size-cap warning (if `what`, saying what is lost, is given and none was shown yet).
+bool reserve_up_to(ActiveDump& d, std::uint64_t want, const std::string& what) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (want <= d.reserved) return true;
+  if (s.totals.bytes + s.reserved + (want - d.reserved) > s.settings.max_bytes) {
+    if (!what.empty() && !s.warned_size) {
+      s.warned_size = true;
+      warn("dump size cap reached: MATE_DUMP_MAX_SIZE_GB=" + fmt_gb(s.settings.max_gb) + " (" +
+           std::to_string(s.settings.max_bytes) + " bytes); " + what + " (raise MATE_DUMP_MAX_SIZE_GB to dump more)");
+    }
+    return false;
+  }
+  s.reserved += want - d.reserved;
+  d.reserved = want;
+  return true;
+}
+
+// The reservation d needs to replace call.json by `meta` later: its tensors, the pending ones,
+// the file on disk and the new one (side by side while it is replaced), and the slack.
+std::uint64_t room_for(const ActiveDump& d, const json& meta, std::uint64_t more_tensors) {
+  return d.written + d.pending + more_tensors + d.meta_bytes + metadata_text(meta).size() + kMetadataSlack;
+}
+
+// Replaces call.json by d.meta. The size is checked here, last: when the new file would not fit
+// in the reservation and the cap allows no more, nothing is written and `error` says why.
+bool publish(ActiveDump& d, std::string* error) {
+  const std::string text = metadata_text(d.meta);
+  if (!reserve_up_to(d, d.written + d.pending + d.meta_bytes + text.size(), "")) {
+    if (error) *error = "the " + std::to_string(text.size()) + "-byte " + kCallFile + " of " + d.dir + " would cross MATE_DUMP_MAX_SIZE_GB";
+    return false;
+  }
   std::string step;
   std::error_code ec = core::write_file_atomically(d.dir + "/" + kCallFile, text, 0600, &step);
   if (ec && error) *error = "cannot write " + d.dir + "/" + kCallFile + " (" + step + "): " + ec.message();
+  if (!ec) d.meta_bytes = text.size();
   return !ec;
+}
+
+// Outputs recorded by value (strings, lists, numbers) whose value does not fit under the cap:
+// kind "none" (no value to compare), the original type, and why.
+void drop_output_values(json& outputs) {
+  for (json& o : outputs) {
+    if (o.value("kind", "") == "none" || o.contains("file") || o.contains("error")) continue;
+    o["kind"] = "none";
+    o.erase("value");
+    o.erase("label");
+    o.erase("items");
+    o["error"] = kNotSaved;
+  }
+}
+
+// Cuts a long exception message at a UTF-8 character boundary, saying how much was left out.
+void cut_message(json& exception) {
+  std::string m = exception.value("message", "");
+  if (m.size() <= kCutMessageBytes) return;
+  std::size_t cut = kCutMessageBytes;
+  while (cut > 0 && (static_cast<unsigned char>(m[cut]) & 0xC0) == 0x80) --cut;
+  exception["message"] = m.substr(0, cut) + "... (" + std::to_string(m.size() - cut) + " more bytes " + kNotSaved + ")";
 }
 
 class Writer final : public log::CallHook {
@@ -281,6 +354,7 @@ class Writer final : public log::CallHook {
     ActiveDump d;
     std::vector<TensorJob> jobs;
     bool safetensors = false;
+    std::uint64_t in = 0;  // bytes of the input tensor files
     {
       std::lock_guard lock(s.mutex);
       if (!s.loaded) load_locked(s);
@@ -309,8 +383,10 @@ class Writer final : public log::CallHook {
                 {"status", to_string(CallStatus::WritingInputs)},
                 {"tensor_format", safetensors ? "safetensors" : "mate"}};
       d.meta["inputs"] = describe_all(inputs, "inputs", safetensors, jobs);
-      const std::uint64_t in = estimate(jobs, safetensors);
-      d.reserved = 2 * in + kMetadataAllowance;
+      in = estimate(jobs, safetensors);
+      // Inputs, as much again for the outputs, and call.json as now (long strings and lists
+      // count) while a later version replaces it.
+      d.reserved = 2 * in + 2 * metadata_text(d.meta).size() + kMetadataSlack;
       if (s.totals.bytes + s.reserved + d.reserved > s.settings.max_bytes) {
         ++s.totals.skipped_size;
         if (!s.warned_size) {
@@ -343,7 +419,9 @@ class Writer final : public log::CallHook {
     if (!publish(d, &error)) return fail(d, error, true);
     if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/inputs").c_str(), 0700) != 0)
       return fail(d, std::string("cannot create ") + d.dir + "/inputs: " + std::strerror(errno), true);
+    d.pending = in;
     error = write_tensors(d.dir, jobs, safetensors, d.meta, d.written);
+    d.pending = 0;
     if (!error.empty()) return fail(d, error, true);
     d.meta["status"] = to_string(CallStatus::InputsSaved);
     if (!publish(d, &error)) return fail(d, error, true);
@@ -368,58 +446,39 @@ class Writer final : public log::CallHook {
     if (outcome.threw) {
       d.meta["status"] = to_string(CallStatus::Raised);
       d.meta["exception"] = {{"type", outcome.exception_type}, {"message", outcome.exception_message}};
+      if (!reserve_up_to(d, room_for(d, d.meta, 0), std::string("the exception message of ") + call.name + " is cut"))
+        cut_message(d.meta["exception"]);
       if (!publish(d, &error)) return fail(d, error, true);
       return finish(d);
     }
     const bool safetensors = d.meta["tensor_format"] == "safetensors";
     std::vector<TensorJob> jobs;
     d.meta["outputs"] = describe_all(outputs, "outputs", safetensors, jobs);
+    d.meta["status"] = to_string(CallStatus::Completed);  // measured as it will be written
     const std::uint64_t need = estimate(jobs, safetensors);
-    if (d.written + need + kMetadataAllowance > d.reserved && !grow_reservation(d, need, call.name)) {
+    const std::string lost = std::string("the outputs of ") + call.name + " are not saved";
+    if (!reserve_up_to(d, room_for(d, d.meta, need), lost)) {
       // The outputs do not fit under the size cap: recorded as not saved, never half-written.
       for (TensorJob& j : jobs) {
-        d.meta[j.slot]["error"] = "not saved: MATE_DUMP_MAX_SIZE_GB would be exceeded";
+        d.meta[j.slot]["error"] = kNotSaved;
         d.meta[j.slot].erase("file");
         d.meta[j.slot].erase("key");
       }
       jobs.clear();
+      // Nor may their values in call.json (a long returned string or list).
+      if (!reserve_up_to(d, room_for(d, d.meta, 0), lost)) drop_output_values(d.meta["outputs"]);
     }
     if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/outputs").c_str(), 0700) != 0)
       return fail(d, std::string("cannot create ") + d.dir + "/outputs: " + std::strerror(errno), true);
+    d.pending = jobs.empty() ? 0 : need;
     error = write_tensors(d.dir, jobs, safetensors, d.meta, d.written);
+    d.pending = 0;
     if (!error.empty()) return fail(d, error, true);
-    d.meta["status"] = to_string(CallStatus::Completed);
     if (!publish(d, &error)) return fail(d, error, true);
     finish(d);
   }
 
  private:
-  static std::string fmt_gb(double gb) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", gb);
-    return buf;
-  }
-
-  // Extends d's reservation to cover `need` more bytes when the cap allows.
-  static bool grow_reservation(ActiveDump& d, std::uint64_t need, const char* name) {
-    State& s = state();
-    std::lock_guard lock(s.mutex);
-    const std::uint64_t want = d.written + need + kMetadataAllowance;
-    if (want <= d.reserved) return true;
-    if (s.totals.bytes + s.reserved + (want - d.reserved) > s.settings.max_bytes) {
-      if (!s.warned_size) {
-        s.warned_size = true;
-        warn("dump size cap reached: MATE_DUMP_MAX_SIZE_GB=" + fmt_gb(s.settings.max_gb) + " (" +
-             std::to_string(s.settings.max_bytes) + " bytes); the outputs of " + name +
-             " are not saved (raise MATE_DUMP_MAX_SIZE_GB to dump more)");
-      }
-      return false;
-    }
-    s.reserved += want - d.reserved;
-    d.reserved = want;
-    return true;
-  }
-
   // Replaces the call's reservation by the bytes it wrote (metadata included).
   static void finish(ActiveDump& d) {
     State& s = state();

@@ -142,6 +142,41 @@ double decode(ScalarType t, const std::uint8_t* p) {
   return 0;
 }
 
+// Integers and bool are compared exactly, whatever the tolerances: through a double, i64/u64
+// values above 2^53 that differ by a few units would round to the same value and pass.
+bool compared_exactly(ScalarType t) noexcept { return t != ScalarType::Unsupported && !tensor::is_floating(t); }
+
+// The exact value of an integer or bool element (every one fits in 128 bits).
+__int128 decode_exact(ScalarType t, const std::uint8_t* p) {
+  auto load = [p]<class T>(T) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  switch (t) {
+    case ScalarType::I8: return load(std::int8_t{});
+    case ScalarType::I16: return load(std::int16_t{});
+    case ScalarType::I32: return load(std::int32_t{});
+    case ScalarType::I64: return load(std::int64_t{});
+    case ScalarType::U8: return *p;
+    case ScalarType::U16: return load(std::uint16_t{});
+    case ScalarType::U32: return load(std::uint32_t{});
+    case ScalarType::U64: return load(std::uint64_t{});
+    case ScalarType::Bool: return *p != 0;  // any non-zero byte is true
+    default: break;
+  }
+  return 0;
+}
+
+std::string int128_text(__int128 v) {
+  if (v == 0) return "0";
+  const bool negative = v < 0;
+  unsigned __int128 m = negative ? -static_cast<unsigned __int128>(v) : static_cast<unsigned __int128>(v);
+  std::string s;
+  for (; m != 0; m /= 10) s.insert(s.begin(), static_cast<char>('0' + static_cast<int>(m % 10)));
+  return negative ? "-" + s : s;
+}
+
 // Visits the elements of a layout in row-major logical order; `origin` is element (0, ..., 0).
 template <class F>
 void for_each_element(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
@@ -190,7 +225,7 @@ OutputCheck compare(const std::string& name, const TensorRecord& expected, const
   const std::uint8_t* got0 = now.data() - gv.extent().begin;
   const std::uint8_t* exp0 = expected.data.data() - expected.data_begin;
   const std::size_t es = gv.element_size();
-  const Tolerance def = default_tolerance(st);
+  const Tolerance def = default_tolerance(st);  // integers and bool ignore it: compared_exactly
   const double rtol = o.rtol.value_or(def.rtol), atol = o.atol.value_or(def.atol);
   for_each_element(expected.shape, expected.strides, es, [&](const std::vector<std::int64_t>& idx, std::int64_t eoff) {
     std::int64_t goff = 0;
@@ -202,9 +237,15 @@ OutputCheck compare(const std::string& name, const TensorRecord& expected, const
     const double b = st == ScalarType::Unsupported ? 0 : decode(st, ep);
     bool bad;
     double abs_err = 0;
+    const __int128 x = compared_exactly(st) ? decode_exact(st, gp) : 0, y = compared_exactly(st) ? decode_exact(st, ep) : 0;
     if (o.exact) {
       bad = std::memcmp(gp, ep, es) != 0;
-      abs_err = bad ? (std::isfinite(a - b) ? std::fabs(a - b) : std::numeric_limits<double>::infinity()) : 0;
+      abs_err = !bad ? 0
+                : compared_exactly(st) ? static_cast<double>(x > y ? x - y : y - x)
+                : std::isfinite(a - b) ? std::fabs(a - b) : std::numeric_limits<double>::infinity();
+    } else if (compared_exactly(st)) {
+      bad = x != y;
+      abs_err = static_cast<double>(x > y ? x - y : y - x);
     } else if (std::isnan(a) || std::isnan(b)) {
       bad = std::isnan(a) != std::isnan(b);
       abs_err = bad ? std::numeric_limits<double>::infinity() : 0;
@@ -223,6 +264,7 @@ OutputCheck compare(const std::string& name, const TensorRecord& expected, const
       c.where = idx;
       c.got = a;
       c.expected = b;
+      if (compared_exactly(st)) c.got_exact = int128_text(x), c.expected_exact = int128_text(y);
     }
   });
   c.ok = c.mismatched == 0;
@@ -242,6 +284,21 @@ OutputCheck compare_scalar(const RecordedArg& expected, const log::Arg& got, con
   auto as_double = [](const log::Arg& a) {
     return a.kind == K::Bool ? a.b : a.kind == K::UInt ? static_cast<double>(a.u) : a.kind == K::Float ? a.f : static_cast<double>(a.i);
   };
+  if (got.kind != K::Float && expected.kind != "float") {
+    // Integers, enums and bool: exactly, like integer tensors (see compared_exactly).
+    const __int128 x = got.kind == K::Bool ? __int128{got.b} : got.kind == K::UInt ? __int128{got.u} : __int128{got.i};
+    const __int128 y = expected.kind == "bool" ? __int128{expected.b} : expected.kind == "uint" ? __int128{expected.u}
+                                                                                               : __int128{expected.i};
+    c.ok = x == y;
+    c.got = static_cast<double>(x);
+    c.expected = static_cast<double>(y);
+    c.got_exact = int128_text(x);
+    c.expected_exact = int128_text(y);
+    c.max_abs_error = static_cast<double>(x > y ? x - y : y - x);
+    c.max_rel_error = c.max_abs_error == 0 ? 0 : y != 0 ? c.max_abs_error / std::fabs(c.expected) : std::numeric_limits<double>::infinity();
+    if (!c.ok) c.mismatched = 1;
+    return c;
+  }
   const double a = as_double(got);
   const double b = expected.kind == "bool" ? expected.b : expected.kind == "uint" ? static_cast<double>(expected.u)
                    : expected.kind == "float" ? expected.f : static_cast<double>(expected.i);
@@ -369,12 +426,15 @@ CallResult run_call(const CallRecord& call, const Options& o) {
     if (!c.problem.empty()) {
       r.message += c.name + ": " + c.problem;
     } else if (c.name == "return") {
-      r.message += "return: got " + fmt_double(c.got) + ", expected " + fmt_double(c.expected) + ", abs error " +
+      r.message += "return: got " + (c.got_exact.empty() ? fmt_double(c.got) : c.got_exact) + ", expected " +
+                   (c.expected_exact.empty() ? fmt_double(c.expected) : c.expected_exact) + ", abs error " +
                    fmt_double(c.max_abs_error) + ", rel error " + fmt_double(c.max_rel_error);
     } else {
+      const bool exact_text = !c.got_exact.empty();
       r.message += c.name + ": " + std::to_string(c.mismatched) + " of " + std::to_string(c.count) + " elements differ, max abs error " +
-                   fmt_double(c.max_abs_error) + " at " + join_index(c.where) + " (got " + fmt_double(c.got) + ", expected " +
-                   fmt_double(c.expected) + "), max rel error " + fmt_double(c.max_rel_error);
+                   fmt_double(c.max_abs_error) + " at " + join_index(c.where) + " (got " +
+                   (exact_text ? c.got_exact : fmt_double(c.got)) + ", expected " +
+                   (exact_text ? c.expected_exact : fmt_double(c.expected)) + "), max rel error " + fmt_double(c.max_rel_error);
     }
   }
   return r;

@@ -81,6 +81,18 @@ void raises(const DLTensor* x, int code) {
   MATE_API("t.raises", x, code).run([&] { throw std::out_of_range("code " + std::to_string(code) + " out of range"); });
 }
 
+void tagged(const DLTensor* x, const std::string& tag) {
+  MATE_API("t.tagged", x, tag).run([] {});
+}
+
+std::string big_return(const DLTensor* x, std::size_t n) {
+  return MATE_API("t.big_return", x, n).run([&] { return std::string(n, 'r'); });
+}
+
+void raises_long(const DLTensor* x, std::size_t n) {
+  MATE_API("t.raises_long", x, n).run([&] { throw std::runtime_error(std::string(n, 'e')); });
+}
+
 class DumpTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -267,6 +279,51 @@ TEST_F(DumpTest, SizeCapIsNeverCrossedAndWarnsOnce) {
   EXPECT_EQ(mate::dump::totals().bytes, on_disk);
   EXPECT_NE(err.find("MATE_DUMP_MAX_SIZE_GB=0.0005"), std::string::npos) << err;
   EXPECT_EQ(err.find("size cap reached"), err.rfind("size cap reached")) << err;
+}
+
+// call.json counts against the cap with its real size: a long string argument, a long returned
+// string or a long exception message never takes the dumps past it.
+TEST_F(DumpTest, SizeCapCountsCallJsonAtItsRealSize) {
+  // 100 kB cap; each call's input file is about 4 kB, so every call's tensors fit easily.
+  configure({{Var::MATE_DUMP_MAX_SIZE_GB, "0.0001"}});
+  F32 x(std::vector<float>(1000, 1.0f), {1000});
+  ::testing::internal::CaptureStderr();
+  tagged(&x.dl, std::string(200000, 't'));  // its call.json alone is over the cap: not dumped
+  tagged(&x.dl, "short");                   // dumped whole
+  EXPECT_EQ(big_return(&x.dl, 150000).size(), 150000u);  // dumped, the return value not saved
+  EXPECT_THROW(raises_long(&x.dl, 150000), std::runtime_error);  // dumped, the message cut
+  const std::string err = ::testing::internal::GetCapturedStderr();
+
+  std::uint64_t on_disk = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root_ / "dumps"))
+    if (e.is_regular_file()) on_disk += e.file_size();
+  EXPECT_LE(on_disk, 100000u);
+  const auto d = dirs();
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(mate::dump::totals().bytes, on_disk);
+  EXPECT_EQ(mate::dump::totals().skipped_size, 1u);
+  EXPECT_EQ(mate::dump::totals().failed, 0u);
+  EXPECT_NE(err.find("size cap reached: MATE_DUMP_MAX_SIZE_GB=0.0001"), std::string::npos) << err;
+
+  const mate::dump::CallRecord small = mate::dump::read_call(d[0]);
+  EXPECT_EQ(small.function, "t.tagged");
+  EXPECT_EQ(small.status, CallStatus::Completed);
+  EXPECT_EQ(small.inputs.at(1).s, "short");
+
+  const mate::dump::CallRecord ret = mate::dump::read_call(d[1]);
+  EXPECT_EQ(ret.status, CallStatus::Completed);
+  ASSERT_EQ(ret.outputs.size(), 1u);
+  EXPECT_EQ(ret.outputs[0].name, "return");
+  EXPECT_EQ(ret.outputs[0].kind, "none");
+  EXPECT_EQ(ret.outputs[0].type, "str");
+  EXPECT_NE(ret.outputs[0].error.find("not saved: MATE_DUMP_MAX_SIZE_GB"), std::string::npos) << ret.outputs[0].error;
+
+  const mate::dump::CallRecord raised = mate::dump::read_call(d[2]);
+  EXPECT_EQ(raised.status, CallStatus::Raised);
+  EXPECT_EQ(raised.exception_type, "std::runtime_error");
+  EXPECT_LT(raised.exception_message.size(), 5000u);
+  EXPECT_EQ(raised.exception_message.substr(0, 100), std::string(100, 'e'));
+  EXPECT_NE(raised.exception_message.find("more bytes not saved: MATE_DUMP_MAX_SIZE_GB"), std::string::npos);
 }
 
 TEST_F(DumpTest, SafetensorsModeWritesOneFilePerPhase) {

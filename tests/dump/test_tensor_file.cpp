@@ -208,6 +208,20 @@ TEST_F(TensorFileTest, NonIntegerOrOutOfRangeFieldsAreClearErrors) {
   EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("seq: expected an integer, found 1e+30"), std::string::npos);
 }
 
+// A crafted header whose lowest and highest bytes are each within 64 bits but 2^63 + 4 apart
+// (f32, strides -2^60 and 2^60 elements): a clear error, not a signed overflow.
+TEST_F(TensorFileTest, AnExtentBeyond64BitsIsRejected) {
+  const std::string header =
+      R"({"format":"mate-tensor","version":1,"dlpack_dtype":{"code":2,"bits":32,"lanes":1},"shape":[2,2],)"
+      R"("strides":[-1152921504606846976,1152921504606846976],"byte_offset":0,"device_type":1,"device_id":0,)"
+      R"("data_begin":-4611686018427387904,"nbytes":0})";
+  std::string file = "MATETNSR";
+  for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  file += header;
+  const std::string error = expect_error([&] { mate::dump::parse_mtensor(file, "crafted.mtensor"); });
+  EXPECT_NE(error.find("crafted.mtensor: extent overflows 64 bits"), std::string::npos) << error;
+}
+
 TEST_F(TensorFileTest, DamagedCallFilesGiveClearErrors) {
   const fs::path call = dir_ / "20260101_000000_000_pid1_call00000001_f";
   fs::create_directories(call);

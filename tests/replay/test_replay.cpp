@@ -56,6 +56,19 @@ void layout_probe(const DLTensor* x, DLTensor* out) {
 }
 MATE_REPLAYABLE("t.layout_probe", &layout_probe);
 
+// Copies an i64 tensor; a "changed kernel" adds g_i64_delta to element 0 only (so the only
+// difference is there) and to the returned first element.
+std::int64_t g_i64_delta = 0;
+std::int64_t copy_i64(const DLTensor* x, DLTensor* out) {
+  return MATE_API("t.copy_i64", x, out).outputs(MATE_ARGS(out)).run([&] {
+    const auto* in = static_cast<const std::int64_t*>(x->data);
+    auto* o = static_cast<std::int64_t*>(out->data);
+    for (std::int64_t i = 0; i < x->shape[0]; ++i) o[i] = in[i] + (i == 0 ? g_i64_delta : 0);
+    return o[0];
+  });
+}
+MATE_REPLAYABLE("t.copy_i64", &copy_i64);
+
 class ReplayTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -143,6 +156,60 @@ TEST_F(ReplayTest, ExactAndFilterOptions) {
   auto results = replay(o);
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].outcome, Outcome::Passed);
+}
+
+// 2^60 and 2^60 + 1 are the same double: integers must not be compared through one.
+TEST_F(ReplayTest, IntegerOutputsAreComparedExactlyAbove2To53) {
+  const std::int64_t big = std::int64_t{1} << 60;
+  std::vector<std::int64_t> in{big, 7}, out(2, 0), shape{2};
+  auto i64 = [&](std::vector<std::int64_t>& data) {
+    DLTensor t{};
+    t.data = data.data();
+    t.device = {kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::I64);
+    t.shape = shape.data();
+    return t;
+  };
+  DLTensor x = i64(in), o = i64(out);
+  g_i64_delta = 0;
+  EXPECT_EQ(copy_i64(&x, &o), big);
+  g_i64_delta = 1;  // the replayed kernel returns and writes 2^60 + 1
+  auto results = replay();
+  g_i64_delta = 0;
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Mismatch) << mate::replay::format_line(results[0]);
+  ASSERT_EQ(results[0].outputs.size(), 2u);
+  const auto& t = results[0].outputs[0];
+  EXPECT_EQ(t.name, "out");
+  EXPECT_EQ(t.mismatched, 1);
+  EXPECT_EQ(t.max_abs_error, 1.0);
+  EXPECT_EQ(t.where, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(t.got_exact, "1152921504606846977");
+  EXPECT_EQ(t.expected_exact, "1152921504606846976");
+  EXPECT_NE(results[0].message.find("(got 1152921504606846977, expected 1152921504606846976)"), std::string::npos)
+      << results[0].message;
+  const auto& r = results[0].outputs[1];
+  EXPECT_EQ(r.name, "return");
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(results[0].message.find("return: got 1152921504606846977, expected 1152921504606846976"), std::string::npos)
+      << results[0].message;
+
+  // Tolerances are for floating types: a loose one does not hide an integer difference.
+  mate::replay::Options loose;
+  loose.atol = 10;
+  loose.rtol = 0.5;
+  g_i64_delta = 1;
+  auto again = mate::replay::replay_all(dumps(), loose);
+  g_i64_delta = 0;
+  EXPECT_EQ(again[0].outcome, Outcome::Mismatch) << mate::replay::format_line(again[0]);
+  EXPECT_EQ(again[0].outputs[0].mismatched, 1);
+
+  // The unchanged kernel still passes, with and without --exact.
+  EXPECT_EQ(mate::replay::replay_all(dumps())[0].outcome, Outcome::Passed);
+  mate::replay::Options exact;
+  exact.exact = true;
+  EXPECT_EQ(mate::replay::replay_all(dumps(), exact)[0].outcome, Outcome::Passed);
 }
 
 TEST_F(ReplayTest, TensorsAreRebuiltWithTheirStridesAndOffset) {

@@ -37,7 +37,7 @@ struct RecordedArg {
   std::string s;     // str; enum label
   std::string file;  // tensor: path relative to the call directory
   std::string key;   // tensor in a safetensors file: its key
-  std::string error; // tensor that could not be saved: why
+  std::string error; // tensor (or output value, kind none) that could not be saved: why
   std::vector<RecordedArg> items;  // list
 };
 

@@ -12,7 +12,9 @@
 //  * tensors in the default format (exact layout) or, with MATE_DUMP_SAFETENSORS=1, safetensors.
 // Per process, at most MATE_DUMP_MAX_COUNT calls and MATE_DUMP_MAX_SIZE_GB bytes are dumped. The
 // size cap is never crossed: a call is only started when its inputs, plus as much again for its
-// outputs, fit under it. When a cap stops dumping, one warning names the cap, its value and the
+// outputs, plus its call.json at its real size, fit under it; outputs (and long exception
+// messages) that do not fit later are recorded as not saved (cut), and call.json is measured
+// again before each replacement. When a cap stops dumping, one warning names the cap, its value and the
 // variable. An I/O error (full disk, file-size limit) marks the call's directory failed (or
 // removes it when even that cannot be written), warns once, and never disturbs the API call or
 // earlier dumps. Nothing here throws into the instrumented call.

@@ -8,8 +8,9 @@
 //  4. each argument the dump recorded as an output (outputs and in-place arguments) is compared
 //     with its recorded post-call value: shape and dtype exactly, values within
 //     |got - expected| <= atol + rtol * |expected| (defaults per dtype, see default_tolerance;
-//     NaN matches NaN), or bit for bit with `exact`. A recorded scalar return value is compared
-//     the same way.
+//     NaN matches NaN), or bit for bit with `exact`. Integer and bool values are always compared
+//     exactly (never through a double, which rounds i64/u64 above 2^53); tolerances apply only
+//     to floating types. A recorded scalar return value is compared the same way.
 // A call whose original run never completed (status inputs_saved, raised or failed) is still run
 // (that is how a crash is reproduced) and reported as NoReference, never as passed. Damaged
 // dumps, unknown functions and argument mismatches are per-call errors with a message.
@@ -68,6 +69,9 @@ struct OutputCheck {
   double max_rel_error = 0;
   std::vector<std::int64_t> where;  // index of the largest absolute error
   double got = 0, expected = 0;     // values there
+  // Integer and bool outputs (always compared exactly): the values there in full, as decimal
+  // text, since `got` and `expected` round i64/u64 values above 2^53.
+  std::string got_exact, expected_exact;
 };
 
 struct CallResult {
