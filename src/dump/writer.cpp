@@ -276,7 +276,9 @@ std::string write_tensors(const std::string& dir, std::vector<TensorJob>& jobs, 
   return "";
 }
 
-std::string metadata_text(const json& meta) { return meta.dump(2) + "\n"; }
+// Strings from the user's arguments need not be UTF-8: replace invalid bytes (U+FFFD) rather than
+// let json::dump throw into the API call being dumped.
+std::string metadata_text(const json& meta) { return meta.dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
 
 std::string fmt_gb(double gb) {
   char buf[32];

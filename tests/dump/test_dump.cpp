@@ -193,6 +193,19 @@ TEST_F(DumpTest, InputsAreOnDiskBeforeTheBodyRuns) {
   EXPECT_TRUE(checked);
 }
 
+// A string argument that is not UTF-8 (JSON's encoding) must not make the dump throw into the
+// user's API call: it is recorded with U+FFFD in place of the invalid bytes.
+TEST_F(DumpTest, AStringArgumentThatIsNotUtf8IsRecordedNotThrown) {
+  F32 x({1}, {1});
+  EXPECT_NO_THROW(tagged(&x.dl, std::string("ab\xff\xfe") + "c"));
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  mate::dump::CallRecord c = mate::dump::read_call(d[0]);
+  EXPECT_EQ(c.status, CallStatus::Completed);
+  ASSERT_EQ(c.inputs.size(), 2u);
+  EXPECT_EQ(c.inputs[1].s, "ab\xef\xbf\xbd\xef\xbf\xbd" "c");
+}
+
 TEST_F(DumpTest, ARaisingCallIsRecordedWithItsException) {
   F32 x({1}, {1});
   EXPECT_THROW(raises(&x.dl, 7), std::out_of_range);
