@@ -1,6 +1,5 @@
 // The allocator core: placement, canaries, quarantine, free-time checks. Platform work goes
 // through device::Backend; metadata through SlotTable; text through ReportWriter.
-#include <execinfo.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +12,7 @@
 #include "mate/guard/recent_ranges.hpp"
 #include "report.hpp"
 #include "slot_table.hpp"
+#include "stack_capture.hpp"
 
 namespace mate::guard {
 
@@ -48,7 +48,7 @@ __attribute__((noinline)) int capture(void** frames, bool enabled, int skip_more
   if (!enabled) return 0;
   constexpr int kRaw = kMaxFrames + 8;
   void* raw[kRaw];
-  int n = backtrace(raw, kRaw);
+  int n = capture_stack(raw, kRaw);
   int skip = 2 + (skip_more > 0 && skip_more <= 6 ? skip_more : 0);
   if (skip > n) skip = n;
   int kept = n - skip > kMaxFrames ? kMaxFrames : n - skip;
@@ -242,7 +242,8 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   {
     std::lock_guard lock(table_->mutex);
     std::uint32_t index = table_->take_free();
-    if (index != kNoSlot && !table_->index_insert(user, index)) {
+    if (index != kNoSlot) table_->slot(index).user = user;
+    if (index != kNoSlot && !table_->index_insert(index)) {
       table_->put_free(index);
       index = kNoSlot;
     }

@@ -4,8 +4,9 @@
 // Traps this file handles:
 //  * bootstrap: the real allocator is reached through glibc's exported __libc_* entry points, so
 //    no dlsym is needed before the first allocation; allocations made while the guard itself is
-//    starting or working (config parsing, backtrace's first dlopen) are served by the real
-//    allocator, marked by a per-thread "inside" flag;
+//    starting or working (config parsing, a device driver's loading), marked by a per-thread
+//    "inside" flag, are served by the preload's own small heap (preload_arena.hpp), so the
+//    guard's bookkeeping never starts glibc's allocator;
 //  * pointers the guard does not own (allocated before the preload started, by the real
 //    allocator during bootstrap, or unguarded fallbacks) go back to the real allocator, except
 //    pointers into a guarded range, which get the guard's invalid-free report;
@@ -24,12 +25,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <execinfo.h>
 #include <malloc.h>
 
 #include "mate/config.hpp"
 #include "mate/guard/allocator.hpp"
+#include "preload_arena.hpp"
 #include "preload_state.hpp"
+#include "stack_capture.hpp"
 
 extern "C" {
 void* __libc_malloc(size_t);
@@ -49,9 +51,24 @@ __attribute__((tls_model("initial-exec"))) thread_local bool t_inside = false;
 mate::guard::GuardAllocatorConfig g_config;
 
 using mate::guard::preload::Inside;
+namespace arena = mate::guard::preload;
 
-void fork_prepare() { g_guard->prepare_fork(); }
-void fork_after() { g_guard->after_fork(); }
+void fork_prepare() {
+  g_guard->prepare_fork();
+  arena::arena_prepare_fork();
+}
+void fork_after() {
+  arena::arena_after_fork();
+  g_guard->after_fork();
+}
+
+// What the guard does not serve: the guard's own allocations go to its arena (when it can take
+// them), everything else to the real allocator.
+void* unguarded_malloc(std::size_t size) noexcept {
+  if (t_inside)
+    if (void* p = arena::arena_allocate(size, 0, false)) return p;
+  return __libc_malloc(size);
+}
 
 // Parses one registry variable strictly; a bad value ends the process with the registry's
 // message (these variables are set by `mate guard-run`, which validated them).
@@ -89,9 +106,9 @@ void start() noexcept {
     std::fprintf(stderr, "mate guard-run: %s\n", e.what());
     _exit(2);
   }
-  // The first backtrace() loads the unwinder (dlopen, malloc): do it now, inside.
+  // The unwinder's first walk sets up its caches: do it now, inside.
   void* frames[4];
-  backtrace(frames, 4);
+  (void)mate::guard::capture_stack(frames, 4);
   pthread_atfork(fork_prepare, fork_after, fork_after);
   g_state.store(kReady, std::memory_order_release);
 }
@@ -147,6 +164,8 @@ void* aligned(std::size_t alignment, std::size_t size) noexcept {
   if (guarded() && size >= g_min_bytes) {
     if (void* p = guard_alloc(size, alignment < 16 ? 16 : alignment)) return p;
   }
+  if (t_inside)
+    if (void* p = arena::arena_allocate(size, alignment, false)) return p;
   return __libc_memalign(alignment, size);
 }
 
@@ -170,11 +189,15 @@ MATE_EXPORT void* malloc(size_t size) noexcept {
   if (guarded() && size >= g_min_bytes) {
     if (void* p = guard_alloc(size, 0)) return p;
   }
-  return __libc_malloc(size);
+  return unguarded_malloc(size);
 }
 
 MATE_EXPORT void free(void* p) noexcept {
   if (p == nullptr) return;
+  if (arena::arena_owns(p)) {
+    arena::arena_free(p);
+    return;
+  }
   if (!t_inside && owned(p)) {
     guard_free(p);
     asm volatile("" ::: "memory");  // no tail call: backtraces skip exactly free's frame
@@ -200,11 +223,27 @@ MATE_EXPORT void* calloc(size_t n, size_t size) noexcept {
   if (guarded() && total >= g_min_bytes) {
     if (void* p = guard_alloc(total, 0)) return p;
   }
+  if (t_inside)
+    if (void* p = arena::arena_allocate(total, 0, true)) return p;
   return __libc_calloc(n, size);
 }
 
 MATE_EXPORT void* realloc(void* p, size_t size) noexcept {
   if (p == nullptr) return malloc(size);
+  if (arena::arena_owns(p)) {
+    // Moves out of the arena when a thread outside the guard grows the block: the guard then
+    // serves it like any other allocation.
+    if (size == 0) {
+      arena::arena_free(p);
+      return nullptr;
+    }
+    std::size_t old = arena::arena_usable_size(p);
+    void* q = malloc(size);
+    if (q == nullptr) return nullptr;
+    std::memcpy(q, p, old < size ? old : size);
+    arena::arena_free(p);
+    return q;
+  }
   if (!t_inside && owned(p)) {
     if (size == 0) {
       free(p);
@@ -260,6 +299,7 @@ MATE_EXPORT void* pvalloc(size_t size) noexcept {
 
 MATE_EXPORT size_t malloc_usable_size(void* p) noexcept {
   if (p == nullptr) return 0;
+  if (arena::arena_owns(p)) return arena::arena_usable_size(p);
   // The exact size, so programs that trust the usable size still stop at the guard.
   if (!t_inside && owned(p)) return g_guard->size_of(reinterpret_cast<std::uintptr_t>(p));
   using Fn = size_t (*)(void*);

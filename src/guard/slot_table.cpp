@@ -43,15 +43,13 @@ SlotTable::SlotTable(std::size_t capacity) : capacity_(capacity) {
   // cost resident memory in every process that makes only a few allocations.
   index_capacity_ = 1024;
   slots_ = static_cast<Slot*>(map_table(capacity * sizeof(Slot), "allocation table"));
-  keys_ = static_cast<std::uintptr_t*>(map_table(index_capacity_ * sizeof(std::uintptr_t), "pointer index"));
-  values_ = static_cast<std::uint32_t*>(map_table(index_capacity_ * sizeof(std::uint32_t), "pointer index"));
+  entries_ = static_cast<std::uint32_t*>(map_table(index_capacity_ * sizeof(std::uint32_t), "pointer index"));
   scratch = static_cast<unsigned char*>(map_table(kScratchBytes, "canary staging buffer"));
 }
 
 SlotTable::~SlotTable() {
   munmap(slots_, capacity_ * sizeof(Slot));
-  munmap(keys_, index_capacity_ * sizeof(std::uintptr_t));
-  munmap(values_, index_capacity_ * sizeof(std::uint32_t));
+  munmap(entries_, index_capacity_ * sizeof(std::uint32_t));
   munmap(scratch, kScratchBytes);
 }
 
@@ -76,39 +74,32 @@ void SlotTable::put_free(std::uint32_t index) noexcept {
 
 void SlotTable::grow_index() noexcept {
   const std::size_t bigger = index_capacity_ * 2;
-  void* k = mmap(nullptr, bigger * sizeof(std::uintptr_t), PROT_READ | PROT_WRITE,
+  void* e = mmap(nullptr, bigger * sizeof(std::uint32_t), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  void* v = mmap(nullptr, bigger * sizeof(std::uint32_t), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (k == MAP_FAILED || v == MAP_FAILED) {
+  if (e == MAP_FAILED) {
     // Keep the current table: it still works, only with longer probes (it is never full, as
     // capacity_ slots need at most capacity_ entries and growth starts at half).
-    if (k != MAP_FAILED) munmap(k, bigger * sizeof(std::uintptr_t));
-    if (v != MAP_FAILED) munmap(v, bigger * sizeof(std::uint32_t));
     return;
   }
-  auto* old_keys = keys_;
-  auto* old_values = values_;
+  auto* old_entries = entries_;
   const std::size_t old_capacity = index_capacity_;
-  keys_ = static_cast<std::uintptr_t*>(k);
-  values_ = static_cast<std::uint32_t*>(v);
+  entries_ = static_cast<std::uint32_t*>(e);
   index_capacity_ = bigger;
   index_used_ = 0;
   for (std::size_t i = 0; i < old_capacity; ++i)
-    if (old_values[i] != 0) (void)index_insert(old_keys[i], old_values[i] - 1);
-  munmap(old_keys, old_capacity * sizeof(std::uintptr_t));
-  munmap(old_values, old_capacity * sizeof(std::uint32_t));
+    if (old_entries[i] != 0) (void)index_insert(old_entries[i] - 1);
+  munmap(old_entries, old_capacity * sizeof(std::uint32_t));
 }
 
-bool SlotTable::index_insert(std::uintptr_t user, std::uint32_t index) noexcept {
+bool SlotTable::index_insert(std::uint32_t index) noexcept {
   if (2 * (index_used_ + 1) > index_capacity_) grow_index();
   if (index_used_ + 2 > index_capacity_) return false;  // growth failed; never fill the table
+  const std::uintptr_t user = slots_[index].user;
   std::size_t mask = index_capacity_ - 1;
   for (std::size_t i = hash(user) & mask;; i = (i + 1) & mask) {
-    if (values_[i] == 0 || keys_[i] == user) {
-      if (values_[i] == 0) ++index_used_;
-      keys_[i] = user;
-      values_[i] = index + 1;
+    if (entries_[i] == 0 || key(i) == user) {
+      if (entries_[i] == 0) ++index_used_;
+      entries_[i] = index + 1;
       return true;
     }
   }
@@ -116,8 +107,8 @@ bool SlotTable::index_insert(std::uintptr_t user, std::uint32_t index) noexcept 
 
 std::uint32_t SlotTable::index_find(std::uintptr_t user) const noexcept {
   std::size_t mask = index_capacity_ - 1;
-  for (std::size_t i = hash(user) & mask; values_[i] != 0; i = (i + 1) & mask) {
-    if (keys_[i] == user) return values_[i] - 1;
+  for (std::size_t i = hash(user) & mask; entries_[i] != 0; i = (i + 1) & mask) {
+    if (key(i) == user) return entries_[i] - 1;
   }
   return kNoSlot;
 }
@@ -126,20 +117,18 @@ void SlotTable::index_erase(std::uintptr_t user) noexcept {
   // Backward-shift deletion keeps every remaining key reachable from its home bucket.
   std::size_t mask = index_capacity_ - 1;
   std::size_t i = hash(user) & mask;
-  while (values_[i] != 0 && keys_[i] != user) i = (i + 1) & mask;
-  if (values_[i] == 0) return;
-  for (std::size_t j = (i + 1) & mask; values_[j] != 0; j = (j + 1) & mask) {
-    std::size_t home = hash(keys_[j]) & mask;
+  while (entries_[i] != 0 && key(i) != user) i = (i + 1) & mask;
+  if (entries_[i] == 0) return;
+  for (std::size_t j = (i + 1) & mask; entries_[j] != 0; j = (j + 1) & mask) {
+    std::size_t home = hash(key(j)) & mask;
     // Move j into the hole at i when its home is not in the cyclic range (i, j].
     bool home_in_range = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
     if (!home_in_range) {
-      keys_[i] = keys_[j];
-      values_[i] = values_[j];
+      entries_[i] = entries_[j];
       i = j;
     }
   }
-  values_[i] = 0;
-  keys_[i] = 0;
+  entries_[i] = 0;
   --index_used_;
 }
 

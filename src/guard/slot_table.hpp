@@ -54,8 +54,9 @@ class SlotTable {
   // Under `mutex`:
   std::uint32_t take_free() noexcept;  // kNoSlot when full
   void put_free(std::uint32_t index) noexcept;
-  // False when the index cannot grow (no memory for a bigger table).
-  bool index_insert(std::uintptr_t user, std::uint32_t index) noexcept;
+  // Indexes slot `index` by its `user` pointer (set before the call). False when the index
+  // cannot grow (no memory for a bigger table).
+  bool index_insert(std::uint32_t index) noexcept;
   std::uint32_t index_find(std::uintptr_t user) const noexcept;  // kNoSlot when absent
   void index_erase(std::uintptr_t user) noexcept;
   void quarantine_push(std::uint32_t index) noexcept;
@@ -86,9 +87,11 @@ class SlotTable {
   std::size_t index_capacity_;  // power of two; grows (mmap + rehash) to stay at most half full
   std::size_t index_used_ = 0;
   Slot* slots_;
-  // Open addressing with linear probing; value = slot index + 1 (0 = empty).
-  std::uintptr_t* keys_;
-  std::uint32_t* values_;
+  // Open addressing with linear probing over slot numbers: entry = slot index + 1 (0 = empty),
+  // the key is that slot's user pointer. No key array: 4 bytes an entry instead of 12, and the
+  // index holds every quarantined allocation too (double frees are found through it).
+  std::uint32_t* entries_;
+  std::uintptr_t key(std::size_t i) const noexcept { return slots_[entries_[i] - 1].user; }
   std::uint32_t free_head_ = kNoSlot;
   std::atomic<std::uint32_t> high_water_{0};
   std::uint32_t q_head_ = kNoSlot;

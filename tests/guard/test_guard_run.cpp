@@ -206,4 +206,24 @@ TEST_F(GuardRun, MinBytesLeavesSmallAllocationsUnguarded) {
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("size 4000 mode")));
 }
 
+// The guard's own allocations (config parsing, the unwinder, the preload's start-up) come from
+// the preload's arena: glibc's allocator is never started in a guarded process, which would cost
+// its code pages and heap in every process (bench/README.md "guard").
+TEST_F(GuardRun, GuardBookkeepingNeverStartsGlibcAllocator) {
+  auto plain = run({MATE_GLIBC_HEAP_CHILD});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.out, ::testing::Not(HasSubstr("glibc heap 0 ")));  // the probe sees glibc's heap
+  for (const char* mode : {"tail", "head"}) {
+    auto guarded = run({MATE_BINARY, "guard-run", "--mode", mode, "--", MATE_GLIBC_HEAP_CHILD});
+    EXPECT_EQ(guarded.exit_code, 0) << guarded.err;
+    EXPECT_EQ(guarded.out, "glibc heap 0 mmapped 0\n") << mode;
+  }
+  // Allocations the guard leaves to the real allocator do reach glibc's heap.
+  mate::testing::RunOptions options;
+  options.env["MATE_GUARD_MIN_BYTES"] = "100000";
+  auto unguarded = run({MATE_BINARY, "guard-run", "--", MATE_GLIBC_HEAP_CHILD}, options);
+  EXPECT_EQ(unguarded.exit_code, 0) << unguarded.err;
+  EXPECT_THAT(unguarded.out, ::testing::Not(HasSubstr("glibc heap 0 ")));
+}
+
 }  // namespace
