@@ -1,23 +1,29 @@
 // The allocation workload bench/guard/run_guard_bench.sh runs under each debug allocator
 // (LD_PRELOAD): alloc+free pairs over a fixed mix of sizes, with a window of live allocations,
-// touching the first and last byte of each. Prints pairs per second and peak resident memory.
+// touching the first and last byte of each. Prints pairs per second, the peak resident memory and
+// the private (anonymous) resident memory with the window and the allocator's quarantine full.
 //
 //   guard_workload [pairs] [window]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
-// The high-water mark of this process's own address space (VmHWM). Not getrusage's ru_maxrss:
-// Linux carries the peak of the image before execve into it, so a workload started by a large
-// launcher (mate guard-run's forked child is a copy of mate) would be charged for the launcher.
-long peak_resident_kib() {
+// One "Name: N kB" field of /proc/self/status, -1 when absent. The peak is VmHWM, the
+// high-water mark of this process's own address space, not getrusage's ru_maxrss: Linux carries
+// the peak of the image before execve into it, so a workload started by a large launcher (mate
+// guard-run's forked child is a copy of mate) would be charged for the launcher.
+long status_kib(const char* field) {
   std::FILE* status = std::fopen("/proc/self/status", "r");
   if (status == nullptr) return -1;
   char line[256];
   long kib = -1;
+  const std::size_t length = std::strlen(field);
   while (std::fgets(line, sizeof line, status) != nullptr)
-    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+    if (std::strncmp(line, field, length) == 0 && line[length] == ':' &&
+        std::sscanf(line + length + 1, "%ld", &kib) == 1)
+      break;
   std::fclose(status);
   return kib;
 }
@@ -50,9 +56,15 @@ int main(int argc, char** argv) {
     live[slot] = p;
     live_size[slot] = n;
   }
+  // The fullest point: the window is live and the quarantine (if any) holds the freed ones.
+  // Sampled outside the timing.
+  auto sample_start = std::chrono::steady_clock::now();
+  const long anon_kib = status_kib("RssAnon");
+  auto sample_end = std::chrono::steady_clock::now();
   for (std::size_t s = 0; s < window; ++s) std::free(live[s]);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("pairs_per_s %.0f peak_rss_kib %ld checksum %lu\n", static_cast<double>(pairs) / seconds,
-              peak_resident_kib(), checksum);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start -
+                                                 (sample_end - sample_start)).count();
+  std::printf("pairs_per_s %.0f peak_rss_kib %ld anon_kib %ld checksum %lu\n", static_cast<double>(pairs) / seconds,
+              status_kib("VmHWM"), anon_kib, checksum);
   return 0;
 }

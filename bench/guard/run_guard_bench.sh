@@ -22,29 +22,35 @@ run() {  # name, command...
   local out
   out=$("$@" "$workload" "$pairs" "$window" 2>&1 || true)
   if ! line=$(grep pairs_per_s <<<"$out"); then
-    printf '| %s | failed: %s | | | | | |\n' "$name" "$(tail -1 <<<"$out" | tr '|' '/')"; return
+    printf '| %s | failed: %s | | | | | | | |\n' "$name" "$(tail -1 <<<"$out" | tr '|' '/')"; return
   fi
-  local rate rss
-  rate=$(awk '{print $2}' <<<"$line"); rss=$(awk '{print $4}' <<<"$line")
+  local rate rss anon
+  rate=$(awk '{print $2}' <<<"$line"); rss=$(awk '{print $4}' <<<"$line"); anon=$(awk '{print $6}' <<<"$line")
   [ -z "${base_rate:-}" ] && { base_rate=$rate; base_rss=$rss; }
-  [ "$name" = "Electric Fence" ] && { ef_rate=$rate; ef_rss=$rss; }
-  local vs_ef_rate="—" vs_ef_rss="—"
+  [ "$name" = "Electric Fence" ] && { ef_rate=$rate; ef_rss=$rss; ef_anon=$anon; }
+  local vs_ef_rate="—" vs_ef_rss="—" vs_ef_anon="—"
   if [ -n "${ef_rate:-}" ]; then
     vs_ef_rate=$(div "$rate" "$ef_rate" '%.2f')
     vs_ef_rss=$(div "$rss" "$ef_rss" '%.2f')
+    vs_ef_anon=$(div "$anon" "$ef_anon" '%.2f')
   fi
-  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$rate" "$(div "$rate" "$base_rate" '%.2g')" \
-    "$vs_ef_rate" "$rss" "$(div "$rss" "$base_rss" '%.2f')" "$vs_ef_rss"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$rate" "$(div "$rate" "$base_rate" '%.2g')" \
+    "$vs_ef_rate" "$rss" "$(div "$rss" "$base_rss" '%.2f')" "$vs_ef_rss" "$anon" "$vs_ef_anon"
 }
 
 echo "workload: $pairs alloc+free pairs, window $window live, sizes 16 B .. 70 KB"
-echo "| allocator | pairs/s | × glibc | × Electric Fence | peak RSS KiB | RSS × glibc | RSS × Electric Fence |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+# Peak RSS (VmHWM) counts every resident page, shared library pages included; private KiB is
+# the anonymous resident memory at the workload's fullest point (window live, quarantine full):
+# what the allocator itself holds.
+echo "| allocator | pairs/s | × glibc | × Electric Fence | peak RSS KiB | RSS × glibc | RSS × Electric Fence | private KiB | private × Electric Fence |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 run "glibc malloc" env
-[ -n "$efence" ] && run "Electric Fence" env LD_PRELOAD="$efence" EF_ALLOW_MALLOC_0=1 || echo "| Electric Fence | not installed (apt-get install electric-fence) | | | | | |"
+[ -n "$efence" ] && run "Electric Fence" env LD_PRELOAD="$efence" EF_ALLOW_MALLOC_0=1 || echo "| Electric Fence | not installed (apt-get install electric-fence) | | | | | | | |"
 # Electric Fence with freed memory kept inaccessible: the use-after-free protection MATE's
 # quarantine gives (EF keeps every freed page; MATE a bounded FIFO).
 [ -n "$efence" ] && run "Electric Fence, EF_PROTECT_FREE=1" env LD_PRELOAD="$efence" EF_ALLOW_MALLOC_0=1 EF_PROTECT_FREE=1
-[ -n "$duma" ] && run "DUMA" env LD_PRELOAD="$duma" DUMA_DISABLE_BANNER=1 || echo "| DUMA | not installed (apt-get install duma) | | | | | |"
+[ -n "$duma" ] && run "DUMA" env LD_PRELOAD="$duma" DUMA_DISABLE_BANNER=1 || echo "| DUMA | not installed (apt-get install duma) | | | | | | | |"
 run "MATE guard, tail" "$mate" guard-run --mode tail --
 run "MATE guard, head" "$mate" guard-run --mode head --
+# The same protection as Electric Fence's default (freed memory reused at once, no quarantine).
+run "MATE guard, tail, no quarantine" env MATE_GUARD_QUARANTINE_MB=0 "$mate" guard-run --mode tail --
