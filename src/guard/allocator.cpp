@@ -203,7 +203,8 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
                                        "mappings (up to 3 memory map entries on the host). Remedy: raise the "
                                        "limit (sudo sysctl -w vm.max_map_count=1048576), or guard fewer "
                                        "allocations (MATE_GUARD_MIN_BYTES). Allocations that cannot be "
-                                       "mapped are not guarded from now on; this is said once.\n");
+                                       "mapped are not guarded (under mate guard-run, no new "
+                                       "allocation is guarded from now on); this is said once.\n");
     }
     return {0, AllocError::MappingRefused, "guard allocator: the system refused another mapping"};
   }

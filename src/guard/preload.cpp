@@ -45,6 +45,7 @@ namespace {
 
 enum State : int { kUninit, kStarting, kReady, kOff };
 std::atomic<int> g_state{kUninit};
+std::atomic<bool> g_stopped{false};  // stop_guarding()
 mate::guard::GuardAllocator* g_guard = nullptr;
 std::size_t g_min_bytes = 0;
 __attribute__((tls_model("initial-exec"))) thread_local bool t_inside = false;
@@ -110,7 +111,24 @@ void start() noexcept {
   void* frames[4];
   (void)mate::guard::capture_stack(frames, 4);
   pthread_atfork(fork_prepare, fork_after, fork_after);
+  // Make sure the real allocator can still grow once the guard has used up vm.max_map_count
+  // (every guarded allocation costs memory-map entries): the allocations handed to it then need
+  // glibc's heap, and the kernel lets the program break extend an existing [heap] mapping at the
+  // limit but not create one. glibc creates its heap lazily, and the guard's own allocations no
+  // longer do (preload_arena.hpp), so the break is moved by one untouched page here.
+  (void)sbrk(static_cast<intptr_t>(sysconf(_SC_PAGESIZE)));
   g_state.store(kReady, std::memory_order_release);
+}
+
+// Called once the system has refused the guard a mapping (vm.max_map_count reached): from then
+// on the real allocator serves every new allocation (the guard said so once, with the remedy),
+// and it is told to grow only its brk heap, which extends one existing mapping, instead of
+// mapping large blocks one by one: at the limit a new mapping fails, and a mapping that succeeds
+// at exactly the limit would leave the heap unable to grow. Without this the program would see
+// allocations fail soon after the guard's last one.
+void stop_guarding() noexcept {
+  if (g_stopped.exchange(true)) return;
+  mallopt(M_MMAP_MAX, 0);
 }
 
 // The guard serves this call when it is ready and the call is not the guard's own.
@@ -120,7 +138,7 @@ bool guarded() noexcept {
     start();
     s = g_state.load(std::memory_order_acquire);
   }
-  return s == kReady && !t_inside;
+  return s == kReady && !t_inside && !g_stopped.load(std::memory_order_relaxed);
 }
 
 // Not inlined: backtraces leave out exactly this frame and the interposed entry point's.
@@ -132,6 +150,7 @@ __attribute__((noinline)) void* guard_alloc(std::size_t size, std::size_t alignm
     if (!r && (r.error == mate::guard::AllocError::MappingRefused ||
                r.error == mate::guard::AllocError::TableFull))
       g_guard->note_unguarded();
+    if (!r && r.error == mate::guard::AllocError::MappingRefused) stop_guarding();
   }
   return r ? reinterpret_cast<void*>(r.ptr) : nullptr;
 }

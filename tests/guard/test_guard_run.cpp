@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+
 #include <filesystem>
 #include <string>
 
@@ -224,6 +226,26 @@ TEST_F(GuardRun, GuardBookkeepingNeverStartsGlibcAllocator) {
   auto unguarded = run({MATE_BINARY, "guard-run", "--", MATE_GLIBC_HEAP_CHILD}, options);
   EXPECT_EQ(unguarded.exit_code, 0) << unguarded.err;
   EXPECT_THAT(unguarded.out, ::testing::Not(HasSubstr("glibc heap 0 ")));
+}
+
+// A program with more live allocations than the system allows memory-map entries: the guard says
+// once that it stops guarding, the rest go to the real allocator, and the program runs to the
+// end as without the guard.
+TEST_F(GuardRun, ProgramPastTheMapLimitRunsOnUnguarded) {
+  long max_map_count = 0;
+  if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    if (std::fscanf(f, "%ld", &max_map_count) != 1) max_map_count = 0;
+    std::fclose(f);
+  }
+  if (max_map_count <= 0 || max_map_count > 262144)
+    GTEST_SKIP() << "vm.max_map_count is " << max_map_count << ": too many allocations to reach it here";
+  // A guarded allocation costs at least one map entry: this many cannot all be guarded.
+  const std::string count = std::to_string(max_map_count + 1000);
+  auto r = run({MATE_BINARY, "guard-run", "--", MATE_MAP_LIMIT_CHILD, count});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err.substr(0, 2000);
+  EXPECT_EQ(r.out, "ok " + count + "\n");
+  EXPECT_THAT(r.err, HasSubstr("refused another mapping"));
+  EXPECT_THAT(r.err, HasSubstr("vm.max_map_count"));
 }
 
 }  // namespace

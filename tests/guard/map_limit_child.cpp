@@ -1,0 +1,47 @@
+// Keeps allocating until the guard has used up the system's memory-map entries
+// (vm.max_map_count), then goes on allocating, small and large, and checks every block: under
+// `mate guard-run` the allocations past the limit must come from the real allocator (the guard
+// says so once), never fail. Prints "ok <live allocations>".
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+int main(int argc, char** argv) {
+  const long count = argc > 1 ? std::atol(argv[1]) : 40000;
+  std::vector<char*> blocks;
+  blocks.reserve(static_cast<std::size_t>(count) + 64);
+  for (long i = 0; i < count; ++i) {
+    char* p = static_cast<char*>(std::malloc(24));
+    if (p == nullptr) {
+      std::printf("malloc(24) failed at %ld\n", i);
+      return 1;
+    }
+    std::memset(p, static_cast<int>(i & 0x7f), 24);
+    blocks.push_back(p);
+  }
+  // Past the limit: large blocks (glibc's mmap threshold is 128 KiB) and realloc too.
+  for (std::size_t size : {100u, 5000u, 200000u, 3000000u}) {
+    char* p = static_cast<char*>(std::calloc(1, size));
+    if (p == nullptr) {
+      std::printf("calloc(%zu) failed\n", size);
+      return 1;
+    }
+    p[size - 1] = 1;
+    p = static_cast<char*>(std::realloc(p, size * 2));
+    if (p == nullptr) {
+      std::printf("realloc(%zu) failed\n", size * 2);
+      return 1;
+    }
+    std::free(p);
+  }
+  for (long i = 0; i < count; ++i) {
+    if (blocks[static_cast<std::size_t>(i)][23] != static_cast<char>(i & 0x7f)) {
+      std::printf("block %ld changed\n", i);
+      return 1;
+    }
+    std::free(blocks[static_cast<std::size_t>(i)]);
+  }
+  std::printf("ok %ld\n", count);
+  return 0;
+}
