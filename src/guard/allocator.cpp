@@ -97,13 +97,22 @@ std::string describe(const GuardAllocatorConfig& c) {
   return std::string("mode=") + to_string(c.mode) + " sync_on_free=" + (c.sync_on_free ? "1" : "0") +
          " log_allocations=" + (c.log_allocations ? "1" : "0") +
          " backtraces=" + (c.backtraces ? "1" : "0") +
-         " quarantine_bytes=" + std::to_string(c.quarantine_bytes) +
+         " quarantine_bytes=" +
+         (c.quarantine_bytes == kQuarantineForBackend ? std::string("backend-default") : std::to_string(c.quarantine_bytes)) +
          " on_corruption=" + to_string(c.on_corruption) + " backend=" + kind_title(c.backend) +
          " max_allocations=" + std::to_string(c.max_allocations) + " skip_frames=" + std::to_string(c.skip_frames);
 }
 
+std::size_t default_quarantine_bytes(device::Kind kind) noexcept {
+  return kind == device::Kind::Host ? std::size_t{64} << 20 : std::size_t{64} << 30;
+}
+
 GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorConfig& config)
-    : backend_(backend), config_(config), table_(nullptr) {
+    : backend_(backend),
+      config_(config),
+      quarantine_limit_(config.quarantine_bytes == kQuarantineForBackend ? default_quarantine_bytes(backend.kind())
+                                                                          : config.quarantine_bytes),
+      table_(nullptr) {
   if (!is_power_of_two(backend.granularity()) || !is_power_of_two(backend.default_alignment()))
     throw GuardError(std::string("guard allocator: backend ") + backend.name() +
                      " reports a granularity or alignment that is not a power of two");
@@ -471,7 +480,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
     if (bad > 0) table_->stats.canary_failures += 1;
     if (!checked.unchecked.ok()) table_->stats.canary_unchecked += 1;
     // FIFO eviction: the oldest freed ranges give their address space back first.
-    while (table_->stats.quarantined_bytes > config_.quarantine_bytes) {
+    while (table_->stats.quarantined_bytes > quarantine_limit_) {
       std::uint32_t old = table_->quarantine_pop();
       if (old == kNoSlot) break;
       Slot& s = table_->slot(old);

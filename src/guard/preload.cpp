@@ -83,6 +83,16 @@ mate::config::Value read(mate::config::Var v) {
   }
 }
 
+// True when the variable is set to something other than blanks (blank counts as unset, as in
+// the registry).
+bool given(mate::config::Var v) noexcept {
+  const char* text = mate::config::raw_env_unsafe(v);
+  if (text == nullptr) return false;
+  for (; *text != '\0'; ++text)
+    if (*text != ' ' && *text != '\t') return true;
+  return false;
+}
+
 void start() noexcept {
   int expected = kUninit;
   if (!g_state.compare_exchange_strong(expected, kStarting)) return;
@@ -94,12 +104,13 @@ void start() noexcept {
   }
   mate::guard::GuardAllocatorConfig config;
   if (read(Var::MATE_GUARD_ALLOCATOR_MODE).s == "head") config.mode = mate::guard::Mode::Head;
-  if (mate::config::raw_env_unsafe(Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE) != nullptr)
+  if (given(Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE))
     config.sync_on_free = read(Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE).b;
   config.log_allocations = read(Var::MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS).b;
   config.skip_frames = 2;  // guard_alloc and malloc/calloc/...
   g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).i);
-  config.quarantine_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_QUARANTINE_MB).i) << 20;
+  if (given(Var::MATE_GUARD_QUARANTINE_MB))  // else the backend's default
+    config.quarantine_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_QUARANTINE_MB).i) << 20;
   g_config = config;
   try {
     g_guard = &mate::guard::install_guard_allocator(config);

@@ -452,3 +452,38 @@ TEST(InstallGuardAllocator, AfterTheFirstAllocationIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// The default quarantine budget depends on the memory: 64 MiB of address space on the host,
+// 64 GiB on a device, where 2 MiB granules would leave a 64 MiB quarantine holding ~10 tensors.
+TEST(GuardAllocator, DefaultQuarantineBudgetDependsOnTheBackend) {
+  EXPECT_EQ(mate::guard::default_quarantine_bytes(mate::device::Kind::Host), std::size_t{64} << 20);
+  EXPECT_EQ(mate::guard::default_quarantine_bytes(mate::device::Kind::Cuda), std::size_t{64} << 30);
+  EXPECT_EQ(mate::guard::default_quarantine_bytes(mate::device::Kind::Musa), std::size_t{64} << 30);
+  GuardAllocatorConfig defaults;
+  EXPECT_EQ(defaults.quarantine_bytes, mate::guard::kQuarantineForBackend);
+  EXPECT_THAT(mate::guard::describe(defaults), HasSubstr("quarantine_bytes=backend-default"));
+
+  constexpr std::size_t kTwoMiB = std::size_t{2} << 20;
+  constexpr int kFrees = 40;  // 40 x (2 MiB + two guard pages) > 64 MiB
+  for (auto kind : {mate::device::Kind::Host, mate::device::Kind::Cuda}) {
+    WrappedBackend backend;
+    backend.kind_ = kind;
+    GuardAllocator g(backend, defaults);
+    for (int i = 0; i < kFrees; ++i) {
+      auto r = g.allocate(kTwoMiB);
+      ASSERT_TRUE(r) << r.message;
+      ASSERT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+    }
+    auto s = g.stats();
+    if (kind == mate::device::Kind::Host) {
+      EXPECT_LT(s.quarantined, static_cast<std::uint64_t>(kFrees));
+      EXPECT_LE(s.quarantined_bytes, std::size_t{64} << 20);
+    } else {
+      EXPECT_EQ(s.quarantined, static_cast<std::uint64_t>(kFrees));  // all still quarantined
+    }
+  }
+}
+
+}  // namespace

@@ -41,6 +41,14 @@ enum class OnCorruption : std::uint8_t { Abort, Continue };
 const char* to_string(Mode mode) noexcept;
 const char* to_string(OnCorruption action) noexcept;
 
+// GuardAllocatorConfig::quarantine_bytes left to the backend's default.
+inline constexpr std::size_t kQuarantineForBackend = SIZE_MAX;
+// The quarantine's default address-space budget: 64 MiB for host memory (thousands of small
+// allocations of two or three pages); 64 GiB for device memory, whose granules are 2 MiB on
+// current GPUs, so that a small tensor reserves 6 MiB and 64 MiB would keep only about ten freed
+// tensors. Device address space is plentiful and a quarantined range holds no physical memory.
+std::size_t default_quarantine_bytes(device::Kind kind) noexcept;
+
 struct GuardAllocatorConfig {
   // The seed's fields.
   Mode mode = Mode::Tail;
@@ -48,8 +56,9 @@ struct GuardAllocatorConfig {
   bool log_allocations = false;  // one line per alloc/free on stderr
   // This fields.
   bool backtraces = true;  // capture allocation and free backtraces for reports
-  // Address space kept reserved for freed allocations before the oldest is released.
-  std::size_t quarantine_bytes = std::size_t{64} << 20;
+  // Address space kept reserved for freed allocations before the oldest is released;
+  // kQuarantineForBackend: default_quarantine_bytes(backend).
+  std::size_t quarantine_bytes = kQuarantineForBackend;
   // What happens after a canary, double-free or invalid-free report.
   OnCorruption on_corruption = OnCorruption::Abort;
   // Which memory: Host (mmap) or a device driver (process-wide driver backend).
@@ -172,6 +181,7 @@ class GuardAllocator {
  private:
   device::Backend& backend_;
   GuardAllocatorConfig config_;
+  std::size_t quarantine_limit_;  // config_.quarantine_bytes, the backend's default resolved
   SlotTable* table_;
 };
 
