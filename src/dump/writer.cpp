@@ -263,16 +263,8 @@ void name_file(json& meta, const TensorJob& job, bool safetensors) {
   if (safetensors) arg["key"] = job.key;
 }
 
-// The jobs still pending were not written because of the I/O error `error` (a tensor whose
-// memory could not be read keeps saying so).
-void mark_not_saved(json& meta, const std::vector<TensorJob>& jobs, const std::string& error) {
-  for (const TensorJob& j : jobs) {
-    json& arg = meta[j.slot];
-    if (arg.value("error", "") == kPending) arg["error"] = "not saved: " + error;
-  }
-}
-
-// Every argument still pending in `args` (and in their list items) was not saved because of `error`.
+// Every argument still pending in `args` (and in their list items) was not saved because of the
+// I/O error `error` (a tensor whose memory could not be read keeps saying so).
 void settle_pending(json& args, const std::string& error) {
   if (!args.is_array()) return;
   for (json& a : args) {
@@ -284,7 +276,8 @@ void settle_pending(json& args, const std::string& error) {
 // Writes the tensors of one phase, each complete under its name before `meta` names it, and
 // fsyncs the directory holding them so the names survive a power loss before a call.json that
 // refers to them does. Memory that cannot be read is recorded on the argument and is not an
-// error of the dump; a file-system error is (returned, and the unwritten arguments say so).
+// error of the dump; a file-system error is (returned; the arguments stay pending, and fail()
+// records the error on them: files already renamed are complete but not named).
 std::string write_tensors(const std::string& dir, const std::vector<TensorJob>& jobs, bool safetensors, json& meta,
                           std::uint64_t& written) {
   if (jobs.empty()) return "";
@@ -298,27 +291,16 @@ std::string write_tensors(const std::string& dir, const std::vector<TensorJob>& 
       for (const TensorJob& j : jobs) meta[j.slot]["error"] = r.error;
       return "";
     }
-    if (!r.ok()) {
-      mark_not_saved(meta, jobs, r.error);
-      return r.error;
-    }
+    if (!r.ok()) return r.error;
   } else {
-    for (std::size_t k = 0; k < jobs.size(); ++k) {
-      WriteResult r = write_mtensor(dir + "/" + jobs[k].file, jobs[k].meta.view());
+    for (const TensorJob& j : jobs) {
+      WriteResult r = write_mtensor(dir + "/" + j.file, j.meta.view());
       written += r.bytes;
-      if (r.read_failed) {
-        meta[jobs[k].slot]["error"] = r.error;
-      } else if (!r.ok()) {
-        // The files already written are complete, but the directory is not synced: name none.
-        mark_not_saved(meta, jobs, r.error);
-        return r.error;
-      }
+      if (r.read_failed) meta[j.slot]["error"] = r.error;
+      else if (!r.ok()) return r.error;
     }
   }
-  if (std::string error = detail::sync_directory(phase_dir); !error.empty()) {
-    mark_not_saved(meta, jobs, error);
-    return error;
-  }
+  if (std::string error = detail::sync_directory(phase_dir); !error.empty()) return error;
   for (const TensorJob& j : jobs)
     if (meta[j.slot].value("error", "") == kPending) name_file(meta, j, safetensors);
   return "";
@@ -469,11 +451,8 @@ class Writer final : public log::CallHook {
     if (made != 0) return fail(d, std::string("cannot create ") + d.dir + ": " + std::strerror(errno), false);
     std::string error;
     if (!publish(d, &error)) return fail(d, error, true);
-    if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/inputs").c_str(), 0700) != 0) {
-      error = std::string("cannot create ") + d.dir + "/inputs: " + std::strerror(errno);
-      mark_not_saved(d.meta, jobs, error);
-      return fail(d, error, true);
-    }
+    if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/inputs").c_str(), 0700) != 0)
+      return fail(d, std::string("cannot create ") + d.dir + "/inputs: " + std::strerror(errno), true);
     d.pending = in;
     error = write_tensors(d.dir, jobs, safetensors, d.meta, d.written);
     d.pending = 0;
@@ -523,11 +502,8 @@ class Writer final : public log::CallHook {
       // Nor may their values in call.json (a long returned string or list).
       if (!reserve_up_to(d, room_for(d, d.meta, 0), lost)) drop_output_values(d.meta["outputs"]);
     }
-    if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/outputs").c_str(), 0700) != 0) {
-      error = std::string("cannot create ") + d.dir + "/outputs: " + std::strerror(errno);
-      mark_not_saved(d.meta, jobs, error);
-      return fail(d, error, true);
-    }
+    if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/outputs").c_str(), 0700) != 0)
+      return fail(d, std::string("cannot create ") + d.dir + "/outputs: " + std::strerror(errno), true);
     d.pending = jobs.empty() ? 0 : need;
     error = write_tensors(d.dir, jobs, safetensors, d.meta, d.written);
     d.pending = 0;
