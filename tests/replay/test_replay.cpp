@@ -311,6 +311,32 @@ TEST_F(ReplayTest, LeftoverTemporariesAreNotPartOfTheDump) {
   for (const auto& r : results) EXPECT_EQ(r.outcome, Outcome::Passed) << mate::replay::format_line(r);
 }
 
+// What a process killed while writing the inputs leaves (see DumpTest's SIGKILL test): status
+// writing_inputs, no input named, a temporary. Replay says so, without reading the temporary.
+TEST_F(ReplayTest, ACallKilledWhileWritingItsInputsIsAnErrorSayingSo) {
+  run_workload();
+  const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
+  std::ifstream in(dir + "/call.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["status"] = "writing_inputs";
+  j.erase("outputs");
+  for (nlohmann::json& a : j["inputs"]) {
+    if (a["kind"] != "tensor") continue;
+    a.erase("file");
+    a["error"] = "not saved: the dump stopped while the tensors were being written";
+  }
+  std::ofstream(dir + "/call.json") << j.dump();
+  fs::remove_all(dir + "/outputs");
+  fs::remove_all(dir + "/inputs");
+  fs::create_directories(dir + "/inputs");
+  std::ofstream(dir + "/inputs/.00_x.mtensor.tmp.4711") << "MATETNSR";
+  auto results = replay();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].outcome, Outcome::Error);
+  EXPECT_EQ(results[0].message, "the inputs were never completely saved (status writing_inputs)");
+  EXPECT_EQ(results[1].outcome, Outcome::Passed) << mate::replay::format_line(results[1]);
+}
+
 // `mate replay` runs the calls in the order they were made, not in directory-name order: here
 // the calls' directories are renamed so that their names sort in reverse.
 TEST_F(ReplayTest, CallsReplayInTheOrderTheyWereMade) {
