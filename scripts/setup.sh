@@ -8,7 +8,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libdlpack-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libxxhash-dev
-  python3
+  python3 python3-numpy
   electric-fence duma
 )
 

@@ -3,8 +3,10 @@
 //   RawWriteFsync/N   the same with fsync before close (what each call.json update pays).
 //   DumpCall/N   one instrumented call with an N-byte f32 input at MATE_LOGLEVEL=10: the
 //                level-5 log record with statistics, the call directory, three atomic
-//                call.json updates (each fsynced) and the tensor file (written, not fsynced).
-//   DumpTensor/N write_mtensor alone: the tensor file of the dump, without the rest.
+//                call.json updates (each fsynced) and the tensor file (written to a
+//                temporary, fsynced, renamed; its folder fsynced before call.json names it).
+//   DumpTensor/N write_mtensor alone: the tensor file of the dump (temporary, fsync, rename),
+//                without the rest; compare with RawWriteFsync.
 // The dump directory is removed between iterations, outside the timing.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>

@@ -2,6 +2,8 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +16,21 @@ namespace mate::cli {
 
 namespace {
 
+// An integer or bool value compared exactly: its decimal text as a JSON integer (a double would
+// print 3 as 3.0 and round i64/u64 values above 2^53). Every such value fits int64 or uint64.
+nlohmann::json exact_value(const std::string& text, double approximate) {
+  if (!text.empty() && text[0] == '-') {
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc() && end == text.data() + text.size()) return v;
+  } else {
+    std::uint64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc() && end == text.data() + text.size()) return v;
+  }
+  return approximate;
+}
+
 nlohmann::json to_json(const replay::CallResult& r) {
   nlohmann::json outputs = nlohmann::json::array();
   for (const replay::OutputCheck& c : r.outputs) {
@@ -24,8 +41,8 @@ nlohmann::json to_json(const replay::CallResult& r) {
       o["max_rel_error"] = c.max_rel_error;
       if (!c.where.empty() || c.max_abs_error > 0) {  // the largest difference, when there is one
         o["where"] = c.where;
-        o["got"] = c.got;
-        o["expected"] = c.expected;
+        o["got"] = c.got_exact.empty() ? nlohmann::json(c.got) : exact_value(c.got_exact, c.got);
+        o["expected"] = c.expected_exact.empty() ? nlohmann::json(c.expected) : exact_value(c.expected_exact, c.expected);
       }
     }
     outputs.push_back(o);

@@ -5,6 +5,10 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <regex>
+#include <set>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "file_io.hpp"
@@ -100,6 +104,7 @@ CallRecord parse_call(std::string_view text, const std::string& dir) {
     r.mate_version = str_or(j, "mate_version");
     r.started = str_or(j, "started");
     r.finished = str_or(j, "finished");
+    r.process_first_started = str_or(j, "process_first_started");
     const std::string status = j.at("status").get<std::string>();
     bool known = false;
     for (const auto& [s, name] : kStatus) {
@@ -145,18 +150,102 @@ TensorRecord load_tensor(const CallRecord& call, const RecordedArg& arg) {
   return read_mtensor(path);
 }
 
+namespace {
+
+// What places a call directory in call order.
+struct CallOrder {
+  std::string path, name;
+  bool known = false;   // pid and seq known, from call.json or the directory name
+  long pid = 0;
+  std::uint64_t seq = 0;
+  std::string started;  // the call's start as 20 digits (YYYYmmddHHMMSS + microseconds): sorts as text
+  std::string process;  // process_first_started, the same way; "" when not recorded
+};
+
+// The digits of a timestamp, padded to microseconds: "2026-11-22T07:15:30.123456Z" and the
+// directory name's "20261122_071530_123" compare correctly as text.
+std::string timestamp_digits(std::string_view text) {
+  std::string out;
+  for (char c : text)
+    if (c >= '0' && c <= '9') out.push_back(c);
+  out.resize(20, '0');
+  return out;
+}
+
+// <YYYYmmdd>_<HHMMSS>_<mmm>_pid<PID>_call<SEQ>_<function>
+bool parse_name(const std::string& name, CallOrder& o) {
+  static const std::regex pattern(R"(^(\d{8}_\d{6}_\d{3})_pid(\d{1,9})_call(\d{1,19})_)");
+  std::smatch m;
+  if (!std::regex_search(name, m, pattern)) return false;
+  o.started = timestamp_digits(m.str(1));
+  o.pid = std::stol(m.str(2));
+  o.seq = std::stoull(m.str(3));
+  return true;
+}
+
+CallOrder order_of(const std::string& path, const std::string& name) {
+  CallOrder o;
+  o.path = path;
+  o.name = name;
+  o.known = parse_name(name, o);
+  try {
+    const CallRecord c = read_call(path);  // authoritative where readable
+    o.known = true;
+    o.pid = c.pid;
+    o.seq = c.seq;
+    if (!c.started.empty()) o.started = timestamp_digits(c.started);
+    if (!c.process_first_started.empty()) o.process = timestamp_digits(c.process_first_started);
+  } catch (const DumpError&) {
+    // Ordered by its name; replay reports what is wrong with it.
+  }
+  return o;
+}
+
+}  // namespace
+
 std::vector<std::string> find_call_dirs(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) throw DumpError(path + " is not a directory");
   if (fs::exists(fs::path(path) / kCallFile, ec)) return {path};
-  std::vector<std::string> dirs;
+  std::vector<CallOrder> calls;
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const std::string name = entry.path().filename().string();
     if (entry.is_directory(ec) && name.find("_pid") != std::string::npos && name.find("_call") != std::string::npos)
-      dirs.push_back(entry.path().string());
+      calls.push_back(order_of(entry.path().string(), name));
   }
   if (ec) throw DumpError("cannot list " + path + ": " + ec.message());
-  std::sort(dirs.begin(), dirs.end());
+  // A call that does not record its process (an older dump, an unreadable call.json) belongs to
+  // the one process of its pid in this directory, if there is exactly one.
+  std::map<long, std::set<std::string>> processes;
+  for (const CallOrder& c : calls)
+    if (c.known && !c.process.empty()) processes[c.pid].insert(c.process);
+  for (CallOrder& c : calls) {
+    auto it = processes.find(c.pid);
+    if (c.known && c.process.empty() && it != processes.end() && it->second.size() == 1) c.process = *it->second.begin();
+  }
+  // A process starts at its first call: the recorded process_first_started, else the start of
+  // its lowest-numbered call here.
+  std::map<std::pair<long, std::string>, std::pair<std::uint64_t, std::string>> first;  // -> (seq, started)
+  for (const CallOrder& c : calls) {
+    if (!c.known) continue;
+    auto [it, added] = first.try_emplace({c.pid, c.process}, c.seq, c.started);
+    if (!added && c.seq < it->second.first) it->second = {c.seq, c.started};
+  }
+  auto process_start = [&](const CallOrder& c) {
+    return c.process.empty() ? first.at({c.pid, c.process}).second : c.process;
+  };
+  // Processes by their first call's time, each process's calls by sequence number (the order
+  // they were made, which timestamps taken on different threads need not follow); directories
+  // that name no call last, by name.
+  std::sort(calls.begin(), calls.end(), [&](const CallOrder& a, const CallOrder& b) {
+    if (a.known != b.known) return a.known;
+    if (!a.known) return a.name < b.name;
+    return std::forward_as_tuple(process_start(a), a.pid, a.process, a.seq, a.name) <
+           std::forward_as_tuple(process_start(b), b.pid, b.process, b.seq, b.name);
+  });
+  std::vector<std::string> dirs;
+  dirs.reserve(calls.size());
+  for (const CallOrder& c : calls) dirs.push_back(c.path);
   return dirs;
 }
 

@@ -1,9 +1,11 @@
 #include "file_io.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -12,19 +14,48 @@
 
 namespace mate::dump::detail {
 
-NewFile::NewFile(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+std::string temporary_name(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  return dir + "." + name + ".tmp." + std::to_string(::getpid());
+}
+
+std::string sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return "open " + dir + ": " + std::strerror(errno);
+  std::string error;
+  if (::fsync(fd) != 0) error = "fsync " + dir + ": " + std::strerror(errno);
+  ::close(fd);
+  return error;
+}
+
+NewFile::NewFile(std::string path) : path_(std::move(path)), tmp_(temporary_name(path_)) {
+  // The rename checks again; this check only saves writing a file that cannot be kept.
+  struct stat st {};
+  if (::lstat(path_.c_str(), &st) == 0) {
+    errno = EEXIST;
+    fail("create");
+    return;
+  }
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd_ < 0) fail("create");
   created_ = fd_ >= 0;
 }
 
 NewFile::~NewFile() {
   if (fd_ >= 0) ::close(fd_);
-  // Only a file this object created is removed (O_EXCL failing means it is someone else's).
-  if (created_ && !committed_) ::unlink(path_.c_str());
+  discard();
+}
+
+void NewFile::discard() noexcept {
+  // Only a temporary this object created is removed (O_EXCL failing means it is someone else's).
+  if (created_ && !committed_) ::unlink(tmp_.c_str());
+  created_ = false;
 }
 
 void NewFile::fail(const char* step) {
+  // Messages name the file the caller asked for; the temporary is an implementation detail.
   if (error_.empty()) error_ = std::string(step) + " " + path_ + ": " + std::strerror(errno);
 }
 
@@ -50,12 +81,36 @@ bool NewFile::write(const void* data, std::size_t bytes) {
   return true;
 }
 
+namespace {
+
+// rename(2) that never replaces `to`: renameat2(RENAME_NOREPLACE) where the file system has it,
+// else link + unlink (link fails on an existing name too).
+int rename_no_replace(const char* from, const char* to) {
+  if (::renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) return -1;
+  if (::link(from, to) != 0) return -1;
+  ::unlink(from);
+  return 0;
+}
+
+}  // namespace
+
 bool NewFile::commit() {
   if (!ok()) return false;
-  int fd = fd_;
+  // Data on disk before the name: after a crash the name holds the complete file or nothing
+  // (call.json, written by core::write_file_atomically, is fsynced before its rename too).
+  if (::fsync(fd_) != 0) {
+    fail("fsync");
+    return false;
+  }
+  const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {
     fail("close");
+    return false;
+  }
+  if (rename_no_replace(tmp_.c_str(), path_.c_str()) != 0) {
+    fail("rename");
     return false;
   }
   committed_ = true;

@@ -1,4 +1,4 @@
-// Private helpers of the dump component: files created 0600 and written completely or removed,
+// Private helpers of the dump component: files that appear under their name only once complete,
 // and dtype names.
 #pragma once
 
@@ -13,7 +13,10 @@
 
 namespace mate::dump::detail {
 
-// A new file (O_EXCL, mode 0600) that is removed on destruction unless commit() succeeded.
+// A new file (mode 0600) that appears under `path` only complete: it is written to a temporary
+// beside it (temporary_name), fsynced, and renamed into place by commit(), never replacing an
+// existing file. A crash leaves at most the temporary; any failure, or destruction before
+// commit(), removes it. `path` must not exist (checked first, and again by the rename).
 class NewFile {
  public:
   explicit NewFile(std::string path);
@@ -25,19 +28,30 @@ class NewFile {
   const std::string& error() const noexcept { return error_; }
   // Appends; on failure records "write <path>: <strerror>" and returns false.
   bool write(const void* data, std::size_t bytes);
-  // Closes the file; keeps it only when every step succeeded.
+  // fsync, close, rename to `path`; keeps it only when every step succeeded.
   bool commit();
   std::uint64_t written() const noexcept { return written_; }
+  const std::string& temporary() const noexcept { return tmp_; }
 
  private:
   void fail(const char* step);
+  void discard() noexcept;
   std::string path_;
+  std::string tmp_;
   int fd_ = -1;
   bool created_ = false;
   bool committed_ = false;
   std::uint64_t written_ = 0;
   std::string error_;
 };
+
+// `.<name>.tmp.<pid>` in the directory of `path` (<name> its file name): where NewFile writes
+// before the rename. Readers never name such a file; a leftover one is an interrupted write.
+std::string temporary_name(const std::string& path);
+
+// fsyncs a directory, so that the renames into it are durable before anything names the files.
+// Returns "" or what failed.
+std::string sync_directory(const std::string& dir);
 
 // Reads a whole file. Throws DumpError naming the file.
 std::string read_file(const std::string& path);

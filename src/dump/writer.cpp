@@ -10,7 +10,9 @@
 //    replacement: what does not fit is recorded as not saved, and a call.json that still would
 //    not fit is not written (the dump fails) rather than cross the cap.
 //  * call.json is only ever replaced whole (write_file_atomically), and only names tensor files
-//    that are complete.
+//    that are complete: each tensor file is written to a temporary, fsynced and renamed into
+//    place (detail::NewFile), its directory is fsynced, and only then does a call.json naming it
+//    replace the previous one. Until then the argument carries `error` (kPending), not `file`.
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +32,7 @@
 #include "mate/dump/call_record.hpp"
 #include "mate/dump/dump.hpp"
 #include "mate/log/api.hpp"
+#include "file_io.hpp"
 
 // Referenced by a linker option of mate::dump (--undefined) so that static linking keeps this
 // file, whose static initializer installs the hook.
@@ -54,6 +57,9 @@ constexpr std::uint64_t kMetadataSlack = 16 * 1024;
 // An exception message that does not fit under the cap whole is cut to this many bytes.
 constexpr std::size_t kCutMessageBytes = 4096;
 constexpr const char* kNotSaved = "not saved: MATE_DUMP_MAX_SIZE_GB would be exceeded";
+// What a tensor argument says until its file is complete: a call.json left with status
+// writing_inputs (the process died while writing the inputs) shows it.
+constexpr const char* kPending = "not saved: the dump stopped while the tensors were being written";
 
 struct Settings {
   bool enabled = false;
@@ -92,6 +98,9 @@ struct State {
   std::uint64_t reserved = 0;  // bytes reserved by calls in progress
   bool warned_count = false, warned_size = false, warned_io = false;
   std::map<std::uint64_t, ActiveDump> active;  // by call sequence number
+  // `started` of the process's first dumped call, in every call.json: with the pid it tells
+  // processes apart (pids are reused) and orders them for replay. Kept by reconfigure().
+  std::string first_started;
 };
 
 State& state() {
@@ -206,11 +215,10 @@ json describe(const log::Arg& a, const std::string& phase, const std::string& fi
       j["strides"] = v.strides();
       j["byte_offset"] = v.byte_offset();
       j["device"] = tensor::device_name(v.device());
-      TensorJob job{safetensors ? phase + ".safetensors" : phase + "/" + file_stem + ".mtensor",
-                    safetensors ? file_stem : "", *a.tensor, slot};
-      j["file"] = job.file;
-      if (safetensors) j["key"] = job.key;
-      jobs.push_back(std::move(job));
+      // `file` (and `key`) are set by write_tensors once the file is complete.
+      j["error"] = kPending;
+      jobs.push_back(TensorJob{safetensors ? phase + ".safetensors" : phase + "/" + file_stem + ".mtensor",
+                               safetensors ? file_stem : "", *a.tensor, slot});
       break;
     }
     case log::Arg::Kind::List: {
@@ -247,32 +255,54 @@ std::uint64_t estimate(const std::vector<TensorJob>& jobs, bool safetensors) {
   return total;
 }
 
-// Writes the tensors of one phase. Memory that cannot be read is recorded on the argument and
-// is not an error of the dump; a file-system error is (returned).
-std::string write_tensors(const std::string& dir, std::vector<TensorJob>& jobs, bool safetensors, json& meta,
+// The argument at `job` names its complete file.
+void name_file(json& meta, const TensorJob& job, bool safetensors) {
+  json& arg = meta[job.slot];
+  arg.erase("error");
+  arg["file"] = job.file;
+  if (safetensors) arg["key"] = job.key;
+}
+
+// Every argument still pending in `args` (and in their list items) was not saved because of the
+// I/O error `error` (a tensor whose memory could not be read keeps saying so).
+void settle_pending(json& args, const std::string& error) {
+  if (!args.is_array()) return;
+  for (json& a : args) {
+    if (a.value("error", "") == kPending) a["error"] = "not saved: " + error;
+    if (a.contains("items")) settle_pending(a["items"], error);
+  }
+}
+
+// Writes the tensors of one phase, each complete under its name before `meta` names it, and
+// fsyncs the directory holding them so the names survive a power loss before a call.json that
+// refers to them does. Memory that cannot be read is recorded on the argument and is not an
+// error of the dump; a file-system error is (returned; the arguments stay pending, and fail()
+// records the error on them: files already renamed are complete but not named).
+std::string write_tensors(const std::string& dir, const std::vector<TensorJob>& jobs, bool safetensors, json& meta,
                           std::uint64_t& written) {
   if (jobs.empty()) return "";
+  const std::string phase_dir = safetensors ? dir : dir + "/" + jobs.front().file.substr(0, jobs.front().file.find('/'));
   if (safetensors) {
     std::vector<NamedTensor> named;
     for (const TensorJob& j : jobs) named.push_back({j.key, j.meta.view()});
     WriteResult r = write_safetensors(dir + "/" + jobs.front().file, named);
     written += r.bytes;
     if (r.read_failed) {
-      for (TensorJob& j : jobs) meta[j.slot]["error"] = r.error, meta[j.slot].erase("file"), meta[j.slot].erase("key");
+      for (const TensorJob& j : jobs) meta[j.slot]["error"] = r.error;
       return "";
     }
-    return r.error;
-  }
-  for (TensorJob& j : jobs) {
-    WriteResult r = write_mtensor(dir + "/" + j.file, j.meta.view());
-    written += r.bytes;
-    if (r.read_failed) {
-      meta[j.slot]["error"] = r.error;
-      meta[j.slot].erase("file");
-    } else if (!r.ok()) {
-      return r.error;
+    if (!r.ok()) return r.error;
+  } else {
+    for (const TensorJob& j : jobs) {
+      WriteResult r = write_mtensor(dir + "/" + j.file, j.meta.view());
+      written += r.bytes;
+      if (r.read_failed) meta[j.slot]["error"] = r.error;
+      else if (!r.ok()) return r.error;
     }
   }
+  if (std::string error = detail::sync_directory(phase_dir); !error.empty()) return error;
+  for (const TensorJob& j : jobs)
+    if (meta[j.slot].value("error", "") == kPending) name_file(meta, j, safetensors);
   return "";
 }
 
@@ -401,6 +431,8 @@ class Writer final : public log::CallHook {
         return;
       }
       if (!ensure_root_locked(s)) return;
+      if (s.first_started.empty()) s.first_started = d.meta["started"].get<std::string>();
+      d.meta["process_first_started"] = s.first_started;
       ++s.totals.calls;
       s.reserved += d.reserved;
     }
@@ -496,6 +528,8 @@ class Writer final : public log::CallHook {
     if (dir_exists) {
       d.meta["status"] = to_string(CallStatus::Failed);
       d.meta["error"] = error;
+      if (d.meta.contains("inputs")) settle_pending(d.meta["inputs"], error);
+      if (d.meta.contains("outputs")) settle_pending(d.meta["outputs"], error);
       if (!publish(d, nullptr)) {
         std::error_code ec;
         fs::remove_all(d.dir, ec);

@@ -220,12 +220,17 @@ TEST_F(DumpTest, ARaisingCallIsRecordedWithItsException) {
   EXPECT_EQ(c.inputs[1].i, 7);
 }
 
-TEST_F(DumpTest, DirectoriesSortInCallOrderAndNeverCollideAcrossThreads) {
+TEST_F(DumpTest, DirectoriesAreFoundInCallOrderAndNeverCollideAcrossThreads) {
   F32 x({1}, {1});
   for (int i = 0; i < 30; ++i) skip_me(&x.dl);
   auto d = dirs();
   ASSERT_EQ(d.size(), 30u);
   for (std::size_t i = 1; i < d.size(); ++i) EXPECT_LT(mate::dump::read_call(d[i - 1]).seq, mate::dump::read_call(d[i]).seq);
+  // Every call.json names the process: its pid and its first dumped call's start.
+  const mate::dump::CallRecord first = mate::dump::read_call(d[0]);
+  EXPECT_FALSE(first.process_first_started.empty());
+  EXPECT_LE(first.process_first_started, first.started);
+  EXPECT_EQ(mate::dump::read_call(d[29]).process_first_started, first.process_first_started);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
@@ -236,6 +241,61 @@ TEST_F(DumpTest, DirectoriesSortInCallOrderAndNeverCollideAcrossThreads) {
   d = dirs();
   EXPECT_EQ(d.size(), 130u);
   for (const auto& dir : d) EXPECT_EQ(mate::dump::read_call(dir).status, CallStatus::Completed);
+  // In sequence order, even where threads created their directories out of that order.
+  for (std::size_t i = 1; i < d.size(); ++i) EXPECT_LT(mate::dump::read_call(d[i - 1]).seq, mate::dump::read_call(d[i]).seq);
+}
+
+// A call directory as the writer names it, with a minimal call.json.
+void make_call(const fs::path& root, const std::string& stamp, long pid, std::uint64_t seq, const std::string& process,
+               const std::string& started) {
+  char name[128];
+  std::snprintf(name, sizeof name, "%s_pid%ld_call%08llu_t.f%llu", stamp.c_str(), pid, static_cast<unsigned long long>(seq),
+                static_cast<unsigned long long>(seq));
+  fs::create_directories(root / name);
+  json j = {{"format", "mate-dump"}, {"version", 1}, {"function", "t.f"}, {"seq", seq}, {"pid", pid},
+            {"started", started}, {"status", "completed"}, {"tensor_format", "mate"}, {"inputs", json::array()}};
+  if (!process.empty()) j["process_first_started"] = process;
+  std::ofstream(root / name / "call.json") << j.dump();
+}
+
+// Names sort by timestamp, which threads and processes interleave; calls are found in the
+// order they were made: processes by their first call, each process's calls by seq.
+TEST_F(DumpTest, CallDirectoriesAreFoundInCallOrderNotNameOrder) {
+  const fs::path r = root_ / "crafted";
+  // Process A (pid 500): call 2's thread created its directory 2 ms before call 1's.
+  const std::string a = "2026-11-22T10:00:00.000100Z";
+  make_call(r, "20261122_100000_003", 500, 1, a, "2026-11-22T10:00:00.003000Z");
+  make_call(r, "20261122_100000_001", 500, 2, a, "2026-11-22T10:00:00.001000Z");
+  make_call(r, "20261122_100000_009", 500, 3, a, "2026-11-22T10:00:00.009000Z");
+  // Process B (pid 42) started after A's first call, while A was still running.
+  const std::string b = "2026-11-22T10:00:00.002000Z";
+  make_call(r, "20261122_100000_002", 42, 7, b, b);
+  make_call(r, "20261122_100000_004", 42, 8, b, "2026-11-22T10:00:00.004000Z");
+  // Process C reuses A's pid later; its call.json is unreadable, the name still places it
+  // (pid 500 has two processes here, so it is not attached to either).
+  make_call(r, "20261122_110000_000", 500, 1, "2026-11-22T11:00:00.000000Z", "2026-11-22T11:00:00.000000Z");
+  make_call(r, "20261122_110000_001", 500, 2, "2026-11-22T11:00:00.000000Z", "2026-11-22T11:00:00.001000Z");
+  fs::create_directories(r / "20261122_110000_002_pid500_call00000003_t.f3");  // no call.json
+  // A directory whose name does not parse comes last.
+  fs::create_directories(r / "renamed_pid_call");
+  std::vector<std::string> names;
+  for (const std::string& d : mate::dump::find_call_dirs(r.string())) names.push_back(fs::path(d).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "20261122_100000_003_pid500_call00000001_t.f1", "20261122_100000_001_pid500_call00000002_t.f2",
+                       "20261122_100000_009_pid500_call00000003_t.f3", "20261122_100000_002_pid42_call00000007_t.f7",
+                       "20261122_100000_004_pid42_call00000008_t.f8", "20261122_110000_000_pid500_call00000001_t.f1",
+                       "20261122_110000_001_pid500_call00000002_t.f2", "20261122_110000_002_pid500_call00000003_t.f3",
+                       "renamed_pid_call"}));
+  // Dumps that do not record their process (older writers): one process per pid.
+  const fs::path old = root_ / "old";
+  make_call(old, "20261122_100000_005", 9, 1, "", "2026-11-22T10:00:00.005000Z");
+  make_call(old, "20261122_100000_004", 9, 2, "", "2026-11-22T10:00:00.004000Z");
+  make_call(old, "20261122_100000_001", 10, 1, "", "2026-11-22T10:00:00.001000Z");
+  names.clear();
+  for (const std::string& d : mate::dump::find_call_dirs(old.string())) names.push_back(fs::path(d).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"20261122_100000_001_pid10_call00000001_t.f1",
+                                             "20261122_100000_005_pid9_call00000001_t.f1",
+                                             "20261122_100000_004_pid9_call00000002_t.f2"}));
 }
 
 TEST_F(DumpTest, LevelFiveDoesNotDump) {
@@ -408,6 +468,109 @@ TEST_F(DumpTest, DeviceTensorsAreCopiedInBoundedChunks) {
   EXPECT_EQ(small.reads, (std::size_t{10} << 20) / 4096);
 }
 
+// A "device" over host memory that stops the process in the middle of a dump: when a file whose
+// name contains `phase` has a chunk of data in a call directory under `root` (the writer is
+// copying a tensor into it), read() tells the test over a pipe and waits for its SIGKILL.
+class StoppingBackend : public RecordingBackend {
+ public:
+  StoppingBackend(fs::path root, std::string phase, int ready_fd) : root_(std::move(root)), phase_(std::move(phase)), ready_fd_(ready_fd) {}
+  mate::device::Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
+    if (writing()) {
+      const char one = 1;
+      if (::write(ready_fd_, &one, 1) != 1) std::_Exit(5);
+      for (;;) ::pause();
+    }
+    return RecordingBackend::read(dst, src, bytes);
+  }
+
+ private:
+  bool writing() const noexcept {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(root_, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      const std::string path = it->path().lexically_relative(root_).string();
+      if (path.find(phase_) != std::string::npos && it->is_regular_file(ec) && it->file_size(ec) >= mate::dump::kDefaultChunkBytes)
+        return true;
+    }
+    return false;
+  }
+  fs::path root_;
+  std::string phase_;
+  int ready_fd_;
+};
+
+// What a SIGKILL in the middle of writing a tensor leaves: nothing under a tensor file's name
+// that is not complete, and a call.json that names only complete files, so that `mate replay`
+// reports the call as interrupted rather than reading half a tensor.
+TEST_F(DumpTest, AProcessKilledWhileWritingATensorLeavesOnlyCompleteNamedFiles) {
+  struct Case {
+    std::string phase;  // the tensor being written when the process is killed
+    bool safetensors;
+  };
+  for (const Case& k : {Case{"inputs", false}, Case{"outputs", false}, Case{"inputs", true}, Case{"outputs", true}}) {
+    SCOPED_TRACE(k.phase + (k.safetensors ? " safetensors" : " mtensor"));
+    configure({{Var::MATE_DUMP_SAFETENSORS, k.safetensors ? "1" : "0"}});
+    fs::remove_all(root_ / "dumps");
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(ready[0]);
+      FILE* e = std::freopen((root_ / "child_stderr.txt").c_str(), "w", stderr);
+      (void)e;
+      StoppingBackend backend(root_ / "dumps", k.phase, ready[1]);
+      mate::tensor::set_device_backend(mate::device::Kind::Cuda, &backend);
+      const std::size_t n = 3 * mate::dump::kDefaultChunkBytes / 4;  // 12 MiB: three chunks
+      F32 x(std::vector<float>(n, 1.0f), {static_cast<std::int64_t>(n)}), out(std::vector<float>(n, 0.0f), {static_cast<std::int64_t>(n)});
+      x.dl.device = out.dl.device = {kDLCUDA, 0};
+      add_one(&x.dl, &out.dl);
+      std::_Exit(3);  // the dump finished: the backend never stopped it
+    }
+    ::close(ready[1]);
+    char byte = 0;
+    const bool stopped = ::read(ready[0], &byte, 1) == 1;
+    ::close(ready[0]);
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(stopped) << "the child was not stopped mid-write (status " << status << ")";
+    auto d = dirs();
+    ASSERT_EQ(d.size(), 1u);
+    const fs::path call = d[0];
+    // On disk: complete files under their names, the interrupted one only as `.<name>.tmp.<pid>`.
+    const std::string temporary_suffix = ".tmp." + std::to_string(pid);
+    int temporaries = 0;
+    for (const auto& e : fs::recursive_directory_iterator(call)) {
+      if (!e.is_regular_file()) continue;
+      const std::string name = e.path().filename().string(), rel = e.path().lexically_relative(call).string();
+      if (name.starts_with(".") && name.ends_with(temporary_suffix)) {
+        ++temporaries;
+        EXPECT_NE(rel.find(k.phase), std::string::npos) << rel;
+        continue;
+      }
+      if (name == "call.json") continue;
+      if (name.ends_with(".mtensor")) {
+        EXPECT_NO_THROW(mate::dump::read_mtensor(e.path().string())) << rel;
+      }
+      EXPECT_EQ(rel.find(k.phase), std::string::npos) << "a file of the phase being written has its name: " << rel;
+    }
+    EXPECT_EQ(temporaries, 1);
+    // call.json names only complete files.
+    const mate::dump::CallRecord c = mate::dump::read_call(call.string());
+    EXPECT_EQ(c.status, k.phase == "inputs" ? CallStatus::WritingInputs : CallStatus::InputsSaved);
+    ASSERT_EQ(c.inputs.size(), 2u);
+    for (const auto& in : c.inputs) {
+      if (k.phase == "inputs") {
+        EXPECT_TRUE(in.file.empty()) << in.file;
+        EXPECT_NE(in.error.find("not saved"), std::string::npos) << in.error;
+      } else {
+        EXPECT_EQ(mate::dump::load_tensor(c, in).data.size(), 3 * mate::dump::kDefaultChunkBytes) << in.name;
+      }
+    }
+    EXPECT_TRUE(c.outputs.empty());
+  }
+}
+
 TEST_F(DumpTest, UnreadableMemoryIsRecordedOnTheArgument) {
   F32 x({1}, {1});
   x.dl.device = {kDLVulkan, 0};
@@ -452,7 +615,11 @@ TEST_F(DumpTest, AnIoErrorMarksTheCallFailedAndDamagesNothing) {
   mate::dump::CallRecord failed = mate::dump::read_call(d[1]);
   EXPECT_EQ(failed.status, CallStatus::Failed);
   EXPECT_NE(failed.error.find("File too large"), std::string::npos) << failed.error;
-  EXPECT_FALSE(fs::exists(fs::path(d[1]) / failed.inputs[0].file)) << "the partial file is removed";
+  // The tensor that did not fit is named nowhere, and neither it nor its temporary is on disk.
+  EXPECT_TRUE(failed.inputs[0].file.empty()) << failed.inputs[0].file;
+  EXPECT_NE(failed.inputs[0].error.find("not saved: write "), std::string::npos) << failed.inputs[0].error;
+  EXPECT_NE(failed.inputs[0].error.find("File too large"), std::string::npos) << failed.inputs[0].error;
+  EXPECT_TRUE(fs::is_empty(fs::path(d[1]) / "inputs")) << "the partial file is removed";
   EXPECT_EQ(mate::dump::read_call(d[2]).status, CallStatus::Completed);
   mate::dump::CallRecord first = mate::dump::read_call(d[0]);
   EXPECT_EQ(mate::dump::load_tensor(first, first.outputs[0]).data.size(), 8u);

@@ -1,6 +1,10 @@
 // The tensor file formats byte by byte, and readers facing damaged files.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstring>
 #include <filesystem>
@@ -235,6 +239,141 @@ TEST_F(TensorFileTest, DamagedCallFilesGiveClearErrors) {
   EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("outside the call directory"), std::string::npos);
   std::ofstream(call / "call.json") << R"({"format":"mate-dump","version":1,"function":"f","seq":"one","status":"completed","tensor_format":"mate"})";
   EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("invalid field"), std::string::npos);
+}
+
+// The names in a directory, sorted (temporaries included).
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A "device" over host memory whose read() stops the process in the middle of a write: before
+// its second chunk it tells the test over a pipe, then waits (for the test's SIGKILL).
+class StoppingBackend : public mate::device::Backend {
+ public:
+  explicit StoppingBackend(int ready_fd) : ready_fd_(ready_fd) {}
+  mate::device::Kind kind() const noexcept override { return mate::device::Kind::Cuda; }
+  const char* name() const noexcept override { return "stopping"; }
+  std::size_t granularity() const noexcept override { return 4096; }
+  std::size_t default_alignment() const noexcept override { return 256; }
+  mate::device::Status reserve(std::size_t, std::uintptr_t*) noexcept override { return {1, "unsupported"}; }
+  mate::device::Status release(std::uintptr_t, std::size_t) noexcept override { return {}; }
+  mate::device::Status map(std::uintptr_t, std::size_t) noexcept override { return {1, "unsupported"}; }
+  mate::device::Status unmap(std::uintptr_t, std::size_t) noexcept override { return {}; }
+  mate::device::Status write(std::uintptr_t, const void*, std::size_t) noexcept override { return {1, "unsupported"}; }
+  mate::device::Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
+    if (++reads_ == 2) {
+      const char one = 1;
+      if (::write(ready_fd_, &one, 1) != 1) std::_Exit(5);
+      for (;;) ::pause();
+    }
+    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    return {};
+  }
+  mate::device::Status fill(std::uintptr_t, unsigned char, std::size_t) noexcept override { return {}; }
+  mate::device::Status synchronize() noexcept override { return {}; }
+
+ private:
+  int ready_fd_;
+  int reads_ = 0;
+};
+
+// SIGKILL in the middle of writing a tensor file leaves nothing under the file's name: only the
+// temporary `.<name>.tmp.<pid>`, which no reader names.
+TEST_F(TensorFileTest, AProcessKilledMidWriteLeavesNoFileUnderTheName) {
+  for (const bool safetensors : {false, true}) {
+    SCOPED_TRACE(safetensors ? "safetensors" : "mtensor");
+    const fs::path dir = dir_ / (safetensors ? "killed_st" : "killed_mt");
+    fs::create_directories(dir);
+    const std::string name = safetensors ? "inputs.safetensors" : "big.mtensor";
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(ready[0]);
+      StoppingBackend backend(ready[1]);
+      std::vector<float> data(std::size_t{1} << 20, 2.5f);  // 4 MiB, written in 1 MiB chunks
+      std::vector<std::int64_t> shape{static_cast<std::int64_t>(data.size())};
+      DLTensor t = view(data.data(), ScalarType::F32, shape, nullptr);
+      t.device = {kDLCUDA, 0};
+      const mate::dump::ReadOptions o{&backend, std::size_t{1} << 20};
+      const fs::path path = dir / name;
+      if (safetensors) (void)mate::dump::write_safetensors(path, {{"x", mate::tensor::TensorView(t)}}, o);
+      else (void)mate::dump::write_mtensor(path, mate::tensor::TensorView(t), o);
+      std::_Exit(3);  // the write finished: the backend never stopped it
+    }
+    ::close(ready[1]);
+    char byte = 0;
+    const bool stopped = ::read(ready[0], &byte, 1) == 1;
+    ::close(ready[0]);
+    const std::string temporary = "." + name + ".tmp." + std::to_string(pid);
+    std::vector<std::string> during;
+    std::uintmax_t temporary_size = 0;
+    if (stopped) {
+      during = names_in(dir);
+      std::error_code ec;
+      temporary_size = fs::file_size(dir / temporary, ec);
+    }
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(stopped) << "the child was not stopped mid-write (status " << status << ")";
+    // Stopped with the first 1 MiB chunk written, under the temporary name only.
+    EXPECT_EQ(during, std::vector<std::string>{temporary});
+    EXPECT_GT(temporary_size, std::uintmax_t{1} << 20);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    EXPECT_EQ(names_in(dir), std::vector<std::string>{temporary}) << "the killed write left only its temporary";
+    EXPECT_FALSE(fs::exists(dir / name));
+    const std::string error = expect_error([&] {
+      if (safetensors) mate::dump::read_safetensors((dir / name).string(), "x");
+      else mate::dump::read_mtensor((dir / name).string());
+    });
+    EXPECT_NE(error.find("cannot open " + (dir / name).string()), std::string::npos) << error;
+  }
+}
+
+// A file-size limit stops the write: an error naming the file, and neither the file nor its
+// temporary is left.
+TEST_F(TensorFileTest, AFileSizeLimitLeavesNeitherTheFileNorATemporary) {
+  const fs::path dir = dir_ / "fsize";
+  fs::create_directories(dir);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{1 << 20, 1 << 20};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    std::vector<float> data(std::size_t{1} << 19, 1.0f);  // 2 MiB: over the limit
+    std::vector<std::int64_t> shape{static_cast<std::int64_t>(data.size())};
+    DLTensor t = view(data.data(), ScalarType::F32, shape, nullptr);
+    const std::string mt = (dir / "big.mtensor").string(), st = (dir / "big.safetensors").string();
+    mate::dump::WriteResult a = mate::dump::write_mtensor(mt, mate::tensor::TensorView(t));
+    mate::dump::WriteResult b = mate::dump::write_safetensors(st, {{"x", mate::tensor::TensorView(t)}});
+    const bool named = a.error == "write " + mt + ": File too large" && b.error == "write " + st + ": File too large";
+    std::_Exit(a.ok() || b.ok() || a.read_failed || b.read_failed ? 3 : named ? 0 : 4);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: a write succeeded, 4: an error does not name the file and the cause";
+  EXPECT_TRUE(names_in(dir).empty()) << ::testing::PrintToString(names_in(dir));
+}
+
+// A tensor file is always new: an existing file of that name is an error and is left as it was.
+TEST_F(TensorFileTest, AnExistingFileIsNeverReplaced) {
+  const fs::path dir = dir_ / "existing";
+  fs::create_directories(dir);
+  std::ofstream(dir / "t.mtensor") << "keep me";
+  float one = 1;
+  std::vector<std::int64_t> shape{1};
+  DLTensor t = view(&one, ScalarType::F32, shape, nullptr);
+  mate::dump::WriteResult r = mate::dump::write_mtensor((dir / "t.mtensor").string(), mate::tensor::TensorView(t));
+  EXPECT_EQ(r.error, "create " + (dir / "t.mtensor").string() + ": File exists");
+  EXPECT_EQ(slurp(dir / "t.mtensor"), "keep me");
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"t.mtensor"});
 }
 
 }  // namespace

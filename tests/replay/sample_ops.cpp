@@ -12,8 +12,10 @@ namespace {
 
 #ifdef MATE_SAMPLE_CHANGED
 float g_bias = 0.5f;  // the "changed kernel" build of this library
+constexpr std::int64_t kIncrement = 3;
 #else
 float g_bias = 0.0f;
+constexpr std::int64_t kIncrement = 1;
 #endif
 
 // Address of element i (row-major logical index) of a 1-D or 2-D f32 tensor.
@@ -60,6 +62,15 @@ void copy_or_throw(const DLTensor* x, DLTensor* out, bool fail) {
   });
 }
 
+std::int64_t increment_i64(const DLTensor* x, DLTensor* out) {
+  return MATE_API("sample.increment_i64", x, out).outputs(MATE_ARGS(out)).run([&] {
+    const auto* in = static_cast<const std::int64_t*>(x->data);
+    auto* o = static_cast<std::int64_t*>(out->data);
+    for (std::int64_t i = 0; i < numel(out); ++i) o[i] = in[i] + kIncrement;
+    return o[0];
+  });
+}
+
 void write_past_end(DLTensor* out, int count) {
   MATE_API("sample.write_past_end", out, count).outputs(MATE_ARGS(out)).run([&] {
     float* p = at(out, 0);
@@ -73,4 +84,5 @@ MATE_REPLAYABLE("sample.axpy", &sample::axpy, "x", "y", "out", "alpha");
 MATE_REPLAYABLE("sample.scale_inplace", &sample::scale_inplace);
 MATE_REPLAYABLE("sample.sum", &sample::sum);
 MATE_REPLAYABLE("sample.copy_or_throw", &sample::copy_or_throw);
+MATE_REPLAYABLE("sample.increment_i64", &sample::increment_i64);
 MATE_REPLAYABLE("sample.write_past_end", &sample::write_past_end);

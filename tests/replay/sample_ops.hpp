@@ -4,6 +4,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include <cstdint>
 #include <string>
 
 namespace sample {
@@ -18,6 +19,8 @@ void scale_inplace(DLTensor* x, double factor, Rounding mode, const std::string&
 float sum(const DLTensor* x);
 // Throws std::invalid_argument when `fail` is true; otherwise out = x.
 void copy_or_throw(const DLTensor* x, DLTensor* out, bool fail);
+// out = x + 1 over 1-D contiguous i64 tensors (+ 3 in the changed build); returns out[0].
+std::int64_t increment_i64(const DLTensor* x, DLTensor* out);
 // Writes one element past the end of out (the out-of-bounds kernel for --guard-alloc).
 void write_past_end(DLTensor* out, int count);
 

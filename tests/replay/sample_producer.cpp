@@ -3,6 +3,7 @@
 //   sample_producer raise  copy_or_throw(fail = true)
 //   sample_producer crash  an instrumented call whose body aborts the process
 //   sample_producer oob    write_past_end (writes one element past its output)
+//   sample_producer int    increment_i64 on values above 2^53
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -56,6 +57,19 @@ int main(int argc, char** argv) {
     }
   } else if (mode == "crash") {
     crash_after_inputs(&x);
+  } else if (mode == "int") {
+    std::vector<std::int64_t> in{(std::int64_t{1} << 60) + 1, -5}, res(2), two{2};
+    auto i64 = [&](std::vector<std::int64_t>& data) {
+      DLTensor t{};
+      t.data = data.data();
+      t.device = {kDLCPU, 0};
+      t.ndim = 1;
+      t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::I64);
+      t.shape = two.data();
+      return t;
+    };
+    DLTensor a = i64(in), b = i64(res);
+    std::cout << sample::increment_i64(&a, &b) << "\n";
   } else if (mode == "oob") {
     std::vector<float> big(16);
     std::vector<std::int64_t> four{4};

@@ -279,16 +279,81 @@ TEST_F(ReplayTest, ArgumentMismatchesAndUnknownFunctionsArePerCallErrors) {
   mate::replay::register_function(mate::replay::make_replayable("sample.axpy", &sample::axpy, {"x", "y", "out", "alpha"}));
 }
 
-TEST_F(ReplayTest, DamagedTensorFilesArePerCallErrors) {
+TEST_F(ReplayTest, DamagedTensorFilesArePerCallErrorsNamingTheFile) {
   run_workload();
   auto dirs = mate::dump::find_call_dirs(dumps());
   mate::dump::CallRecord c = mate::dump::read_call(dirs[0]);
-  fs::resize_file(fs::path(dirs[0]) / c.inputs[0].file, 20);
+  const std::string truncated = (fs::path(dirs[0]) / c.inputs[0].file).string();
+  fs::resize_file(truncated, 10);
+  mate::dump::CallRecord c2 = mate::dump::read_call(dirs[1]);
+  const std::string missing = (fs::path(dirs[1]) / c2.inputs[0].file).string();
+  fs::remove(missing);
   auto results = replay();
   ASSERT_EQ(results.size(), 3u);
   EXPECT_EQ(results[0].outcome, Outcome::Error);
-  EXPECT_NE(results[0].message.find("truncated"), std::string::npos) << results[0].message;
-  EXPECT_EQ(results[1].outcome, Outcome::Passed);
+  EXPECT_EQ(results[0].message, truncated + ": truncated: 10 bytes, shorter than the 16-byte prefix");
+  EXPECT_EQ(results[1].outcome, Outcome::Error);
+  EXPECT_EQ(results[1].message, "cannot open " + missing + ": No such file or directory");
+  EXPECT_EQ(results[2].outcome, Outcome::Passed);
+}
+
+// What an interrupted write leaves, `.<name>.tmp.<pid>` beside the files (and call.json's own
+// temporary), is not part of the dump: replay neither reads nor trips over it.
+TEST_F(ReplayTest, LeftoverTemporariesAreNotPartOfTheDump) {
+  run_workload();
+  auto dirs = mate::dump::find_call_dirs(dumps());
+  mate::dump::CallRecord c = mate::dump::read_call(dirs[0]);
+  const fs::path file = fs::path(dirs[0]) / c.inputs[0].file;
+  std::ofstream(file.parent_path() / ("." + file.filename().string() + ".tmp.12345")) << "MATETNSR half a tensor";
+  std::ofstream(fs::path(dirs[0]) / "call.json.tmp.12345.0") << "{\"format\": \"mate-du";
+  auto results = replay();
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) EXPECT_EQ(r.outcome, Outcome::Passed) << mate::replay::format_line(r);
+}
+
+// What a process killed while writing the inputs leaves (see DumpTest's SIGKILL test): status
+// writing_inputs, no input named, a temporary. Replay says so, without reading the temporary.
+TEST_F(ReplayTest, ACallKilledWhileWritingItsInputsIsAnErrorSayingSo) {
+  run_workload();
+  const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
+  std::ifstream in(dir + "/call.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["status"] = "writing_inputs";
+  j.erase("outputs");
+  for (nlohmann::json& a : j["inputs"]) {
+    if (a["kind"] != "tensor") continue;
+    a.erase("file");
+    a["error"] = "not saved: the dump stopped while the tensors were being written";
+  }
+  std::ofstream(dir + "/call.json") << j.dump();
+  fs::remove_all(dir + "/outputs");
+  fs::remove_all(dir + "/inputs");
+  fs::create_directories(dir + "/inputs");
+  std::ofstream(dir + "/inputs/.00_x.mtensor.tmp.4711") << "MATETNSR";
+  auto results = replay();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].outcome, Outcome::Error);
+  EXPECT_EQ(results[0].message, "the inputs were never completely saved (status writing_inputs)");
+  EXPECT_EQ(results[1].outcome, Outcome::Passed) << mate::replay::format_line(results[1]);
+}
+
+// `mate replay` runs the calls in the order they were made, not in directory-name order: here
+// the calls' directories are renamed so that their names sort in reverse.
+TEST_F(ReplayTest, CallsReplayInTheOrderTheyWereMade) {
+  run_workload();
+  auto dirs = mate::dump::find_call_dirs(dumps());
+  ASSERT_EQ(dirs.size(), 3u);
+  const char* stamps[] = {"20261122_100000_009", "20261122_100000_005", "20261122_100000_001"};
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    const std::string name = fs::path(dirs[i]).filename().string();
+    fs::rename(dirs[i], fs::path(dumps()) / (stamps[i] + name.substr(19)));
+  }
+  auto results = replay();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].function, "sample.axpy");
+  EXPECT_EQ(results[1].function, "sample.scale_inplace");
+  EXPECT_EQ(results[2].function, "sample.sum");
+  for (const auto& r : results) EXPECT_EQ(r.outcome, Outcome::Passed) << mate::replay::format_line(r);
 }
 
 // A "device" whose memory is host memory, so host kernels can run on it: replay must allocate

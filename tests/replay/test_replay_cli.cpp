@@ -74,6 +74,36 @@ TEST_F(ReplayCli, AChangedKernelReportsMismatchesAndExitsNonZero) {
   EXPECT_EQ(replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED, "--filter", "sample.axpy", "--atol", "1"}).exit_code, 0);
 }
 
+// Integer values are printed as JSON integers, exactly: 2^60 + 4 is not the double 2^60.
+TEST_F(ReplayCli, JsonPrintsIntegerValuesAsExactIntegers) {
+  ASSERT_EQ(produce("int").exit_code, 0);
+  auto j = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED, "--json"});
+  EXPECT_EQ(j.exit_code, 1) << j.out << j.err;
+  nlohmann::json doc = nlohmann::json::parse(j.out);
+  ASSERT_EQ(doc["calls"].size(), 1u);
+  const nlohmann::json& outputs = doc["calls"][0]["outputs"];
+  ASSERT_EQ(outputs.size(), 2u) << outputs.dump();
+  const std::int64_t recorded = (std::int64_t{1} << 60) + 2, got = (std::int64_t{1} << 60) + 4;
+  for (const nlohmann::json& o : outputs) {
+    SCOPED_TRACE(o.dump());
+    ASSERT_TRUE(o["got"].is_number_integer());
+    ASSERT_TRUE(o["expected"].is_number_integer());
+    EXPECT_EQ(o["got"].get<std::int64_t>(), got);
+    EXPECT_EQ(o["expected"].get<std::int64_t>(), recorded);
+  }
+  EXPECT_EQ(outputs[0]["name"], "out");
+  EXPECT_EQ(outputs[1]["name"], "return");
+  // As text, too: no exponent, no ".0".
+  EXPECT_NE(j.out.find("\"got\": 1152921504606846980"), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"expected\": 1152921504606846978"), std::string::npos) << j.out;
+  // Floating-point values stay numbers with a fraction where they have one.
+  fs::remove_all(dumps());
+  ASSERT_EQ(produce("good").exit_code, 0);
+  auto f = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED, "--json", "--filter", "sample.axpy"});
+  nlohmann::json fd = nlohmann::json::parse(f.out);
+  EXPECT_TRUE(fd["calls"][0]["outputs"][0]["got"].is_number_float()) << f.out;
+}
+
 TEST_F(ReplayCli, UnregisteredFunctionsRaisedAndCrashedCallsFail) {
   ASSERT_EQ(produce("good").exit_code, 0);
   auto r = replay({"--dir", dumps()});

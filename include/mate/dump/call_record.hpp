@@ -5,6 +5,8 @@
 // A call directory holds call.json, inputs/ and outputs/ (or inputs.safetensors and
 // outputs.safetensors). call.json is replaced atomically at each status change:
 //   writing_inputs -> inputs_saved -> completed | raised, or failed (I/O error while dumping).
+// It names a tensor file only once the file is complete; a file it does not name (such as a
+// leftover temporary `.<name>.tmp.<pid>` of an interrupted write) is not part of the dump.
 // Readers never crash on damaged files: every problem is a DumpError naming the file and what
 // is wrong.
 #pragma once
@@ -50,6 +52,9 @@ struct CallRecord {
   std::string mate_version;
   std::string started;   // ISO 8601 UTC
   std::string finished;  // "" until the call returned
+  // `started` of the first call its process dumped: with pid, identifies the process (pids are
+  // reused). "" in dumps written before it was recorded.
+  std::string process_first_started;
   CallStatus status = CallStatus::WritingInputs;
   std::string tensor_format;  // "mate" or "safetensors"
   std::string exception_type;
@@ -67,8 +72,11 @@ CallRecord read_call(const std::string& dir);
 TensorRecord load_tensor(const CallRecord& call, const RecordedArg& arg);
 
 // The call directories at `path`: `path` itself when it holds call.json, else its
-// subdirectories named like call directories (`*_pid*_call*`), sorted by name, which is call
-// order. Throws DumpError when `path` is not a directory.
+// subdirectories named like call directories (`*_pid*_call*`) in the order the calls were made:
+// processes by the time of their first call, the calls of one process by sequence number (not
+// by name: threads can create directories out of sequence order). pid, seq and times come from
+// call.json, or from the directory name when call.json cannot be read; directories whose name
+// does not parse either come last, by name. Throws DumpError when `path` is not a directory.
 std::vector<std::string> find_call_dirs(const std::string& path);
 
 }  // namespace mate::dump

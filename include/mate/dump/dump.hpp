@@ -5,11 +5,16 @@
 // hook (mate/log/api.hpp) and works when MATE_LOGLEVEL=10. For each call that passes
 // MATE_DUMP_INCLUDE / MATE_DUMP_EXCLUDE (fnmatch on the function name, include first):
 //  * a directory MATE_DUMP_DIR/<YYYYmmdd_HHMMSS_mmm>_pid<PID>_call<SEQ>_<function> (mode 0700;
-//    the root is created 0700, files are 0600): names sort in call order and never collide;
+//    the root is created 0700, files are 0600): names never collide; call order is pid +
+//    process_first_started (the process), then seq (find_call_dirs), not name order;
 //  * call.json (atomically replaced) with status writing_inputs, then inputs_saved once the
 //    input tensors are on disk, before the body runs (a crash keeps them); after the body,
 //    the outputs are written and the status becomes completed, or raised with the exception;
 //  * tensors in the default format (exact layout) or, with MATE_DUMP_SAFETENSORS=1, safetensors.
+//    Each file is written as `.<name>.tmp.<pid>`, fsynced and renamed into place, and call.json
+//    names it only after that (and after its directory is fsynced): whatever kills the process
+//    or fills the disk, every file call.json names is complete. A leftover temporary is not part
+//    of the dump.
 // Per process, at most MATE_DUMP_MAX_COUNT calls and MATE_DUMP_MAX_SIZE_GB bytes are dumped. The
 // size cap is never crossed: a call is only started when its inputs, plus as much again for its
 // outputs, plus its call.json at its real size, fit under it; outputs (and long exception

@@ -8,9 +8,11 @@
 //  * safetensors (MATE_DUMP_SAFETENSORS=1), one file per call phase: contiguous copies, the
 //    original layout kept only as text in `__metadata__`.
 //
-// Writers read device memory through a device::Backend in bounded chunks and never throw: a
-// failure (full disk, file-size limit, unreadable memory) comes back as an error message and
-// removes the partial file. Readers never trust their input: every length, count and offset is
+// Writers read device memory through a device::Backend in bounded chunks and never throw. A file
+// appears under its name only complete: it is written to `.<name>.tmp.<pid>` in the same
+// directory, fsynced and renamed into place, so a crash leaves at most that temporary. A failure
+// (full disk, file-size limit, unreadable memory) comes back as an error message and removes the
+// temporary. Readers never trust their input: every length, count and offset is
 // checked, and damage is a DumpError naming the file and what is wrong with it.
 #pragma once
 
@@ -77,7 +79,8 @@ struct ReadOptions {
 // The size a `.mtensor` file of `t` will have (header included).
 std::uint64_t mtensor_file_size(const tensor::TensorView& t);
 
-// Writes `t` to a new file `path` (mode 0600, O_EXCL) in the default format.
+// Writes `t` to a new file `path` (mode 0600; an existing `path` is an error, never replaced) in
+// the default format.
 WriteResult write_mtensor(const std::string& path, const tensor::TensorView& t, const ReadOptions& options = {});
 
 // Parses a `.mtensor` file's content. Throws DumpError (the message names `what`).
