@@ -134,6 +134,28 @@ GuardAllocator::~GuardAllocator() {
   delete table_;
 }
 
+// Gives a quarantined allocation's address space back and frees its slot (under table_->mutex).
+void GuardAllocator::evict_locked(std::uint32_t index) noexcept {
+  Slot& s = table_->slot(index);
+  backend_.release(s.reservation, s.reserved);
+  table_->stats.quarantined -= 1;
+  table_->stats.quarantined_bytes -= s.reserved;
+  table_->index_erase(s.user);
+  table_->put_free(index);
+}
+
+// True when the backend can still reserve three granules and map the middle one: the shape of
+// the smallest guarded allocation.
+bool GuardAllocator::small_mapping_possible() noexcept {
+  const std::size_t g = backend_.granularity();
+  std::uintptr_t base = 0;
+  if (!backend_.reserve(3 * g, &base).ok()) return false;
+  const bool mapped = backend_.map(base + g, g).ok();
+  if (mapped) backend_.unmap(base + g, g);
+  backend_.release(base, 3 * g);
+  return mapped;
+}
+
 AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, void* stream) noexcept {
   const std::size_t g = backend_.granularity();
   std::size_t a = alignment == 0 ? backend_.default_alignment() : alignment;
@@ -180,19 +202,17 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     status = backend_.map(mapping_at(base), mapped);
     if (!status.ok()) backend_.release(base, reserved);
   }
+  // A request too large for what is left (malloc(1 << 50), a full device) is this request's
+  // failure, not the system refusing mappings: a program probing for allocation failure must not
+  // cost the quarantine or end guarding. Told apart by one small guarded-shape mapping.
+  if (!status.ok() && small_mapping_possible())
+    return {0, AllocError::NoMemory, "guard allocator: not enough address space or memory for this allocation"};
   if (!status.ok()) {
     // Freeing the quarantine gives back mappings; one retry before giving up.
     std::size_t released = 0;
     {
       std::lock_guard lock(table_->mutex);
-      for (std::uint32_t i; (i = table_->quarantine_pop()) != kNoSlot; ++released) {
-        Slot& s = table_->slot(i);
-        backend_.release(s.reservation, s.reserved);
-        table_->stats.quarantined -= 1;
-        table_->stats.quarantined_bytes -= s.reserved;
-        table_->index_erase(s.user);
-        table_->put_free(i);
-      }
+      for (std::uint32_t i; (i = table_->quarantine_pop()) != kNoSlot; ++released) evict_locked(i);
     }
     if (released > 0) {
       status = backend_.reserve(reserved, &base);
@@ -252,6 +272,15 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   {
     std::lock_guard lock(table_->mutex);
     std::uint32_t index = table_->take_free();
+    if (index == kNoSlot) {
+      // Every slot is live or quarantined: the oldest freed allocation gives its slot up (a
+      // backend with small granules fills the table before the address budget).
+      std::uint32_t oldest = table_->quarantine_pop();
+      if (oldest != kNoSlot) {
+        evict_locked(oldest);
+        index = table_->take_free();
+      }
+    }
     if (index != kNoSlot) table_->slot(index).user = user;
     if (index != kNoSlot && !table_->index_insert(index)) {
       table_->put_free(index);
@@ -261,8 +290,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
       if (mapped != 0) backend_.unmap(mapping, mapped);
       backend_.release(base, reserved);
       return {0, AllocError::TableFull,
-              "guard allocator: max_allocations reached (live + quarantined); raise it or lower the "
-              "quarantine"};
+              "guard allocator: max_allocations allocations are live; raise max_allocations"};
     }
     Slot& s = table_->slot(index);
     id = table_->next_id++;
@@ -483,12 +511,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
     while (table_->stats.quarantined_bytes > quarantine_limit_) {
       std::uint32_t old = table_->quarantine_pop();
       if (old == kNoSlot) break;
-      Slot& s = table_->slot(old);
-      backend_.release(s.reservation, s.reserved);
-      table_->stats.quarantined -= 1;
-      table_->stats.quarantined_bytes -= s.reserved;
-      table_->index_erase(s.user);
-      table_->put_free(old);
+      evict_locked(old);
     }
   }
   if (config_.log_allocations) {

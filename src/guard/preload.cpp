@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -89,7 +90,7 @@ bool given(mate::config::Var v) noexcept {
   const char* text = mate::config::raw_env_unsafe(v);
   if (text == nullptr) return false;
   for (; *text != '\0'; ++text)
-    if (*text != ' ' && *text != '\t') return true;
+    if (std::isspace(static_cast<unsigned char>(*text)) == 0) return true;
   return false;
 }
 
@@ -131,15 +132,28 @@ void start() noexcept {
   g_state.store(kReady, std::memory_order_release);
 }
 
-// Called once the system has refused the guard a mapping (vm.max_map_count reached): from then
-// on the real allocator serves every new allocation (the guard said so once, with the remedy),
-// and it is told to grow only its brk heap, which extends one existing mapping, instead of
-// mapping large blocks one by one: at the limit a new mapping fails, and a mapping that succeeds
-// at exactly the limit would leave the heap unable to grow. Without this the program would see
-// allocations fail soon after the guard's last one.
+// Called once the system has refused the guard a mapping (vm.max_map_count reached; a request
+// merely too large is AllocError::NoMemory and does not get here): from then on the real
+// allocator serves every new allocation (the guard said so once, with the remedy), and it is told
+// to grow only its brk heap, which extends one existing mapping, from one arena, instead of
+// mapping large blocks and per-thread arenas one by one: at the limit a new mapping fails, and a
+// mapping that succeeds at exactly the limit would leave the heap unable to grow. Without this
+// the program would see allocations fail soon after the guard's last one. Both settings stay for
+// the rest of the run, and guarding does not resume (docs/guard-allocator.md).
 void stop_guarding() noexcept {
   if (g_stopped.exchange(true)) return;
   mallopt(M_MMAP_MAX, 0);
+  // One arena: a thread's first allocation would otherwise create its own arena, a new mapping.
+  mallopt(M_ARENA_MAX, 1);
+}
+
+// After stop_guarding(), what would have been guarded is counted as unguarded (stats()).
+void count_unguarded(std::size_t size) noexcept {
+  if (g_stopped.load(std::memory_order_relaxed) && !t_inside && size >= g_min_bytes &&
+      g_state.load(std::memory_order_acquire) == kReady) {
+    Inside inside;
+    g_guard->note_unguarded();
+  }
 }
 
 // The guard serves this call when it is ready and the call is not the guard's own.
@@ -158,9 +172,8 @@ __attribute__((noinline)) void* guard_alloc(std::size_t size, std::size_t alignm
   {
     Inside inside;
     r = g_guard->allocate(size, alignment);
-    if (!r && (r.error == mate::guard::AllocError::MappingRefused ||
-               r.error == mate::guard::AllocError::TableFull))
-      g_guard->note_unguarded();
+    if (!r && r.error == mate::guard::AllocError::TableFull) g_guard->note_unguarded();
+    // Counted as unguarded by count_unguarded(), as every allocation after it is.
     if (!r && r.error == mate::guard::AllocError::MappingRefused) stop_guarding();
   }
   return r ? reinterpret_cast<void*>(r.ptr) : nullptr;
@@ -196,6 +209,7 @@ void* aligned(std::size_t alignment, std::size_t size) noexcept {
   }
   if (t_inside)
     if (void* p = arena::arena_allocate(size, alignment, false)) return p;
+  count_unguarded(size);
   return __libc_memalign(alignment, size);
 }
 
@@ -219,6 +233,7 @@ MATE_EXPORT void* malloc(size_t size) noexcept {
   if (guarded() && size >= g_min_bytes) {
     if (void* p = guard_alloc(size, 0)) return p;
   }
+  count_unguarded(size);
   return unguarded_malloc(size);
 }
 
@@ -255,6 +270,7 @@ MATE_EXPORT void* calloc(size_t n, size_t size) noexcept {
   }
   if (t_inside)
     if (void* p = arena::arena_allocate(total, 0, true)) return p;
+  count_unguarded(total);
   return __libc_calloc(n, size);
 }
 

@@ -6,9 +6,11 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 namespace mate::guard::preload {
@@ -104,8 +106,25 @@ bool arena_owns(const void* p) noexcept {
 
 void arena_free(void* p) noexcept {
   const Header h = *header_of(p);
-  void* block = static_cast<char*>(p) - h.shift;
+  const auto user = reinterpret_cast<std::uintptr_t>(p);
   pthread_mutex_lock(&g_lock);
+  // The header must describe a block inside what was handed out, and the block must not be
+  // among the most recently freed of its class (a bounded look: frees stay O(1)).
+  bool valid = h.size_class < kClasses && h.shift < kMaxAlignment && user % kMinBlock == 0 &&
+               user - h.shift >= g_begin.load(std::memory_order_relaxed) + kHeaderRoom &&
+               user - h.shift + (kMinBlock << h.size_class) <= g_bump;
+  void* block = reinterpret_cast<void*>(user - h.shift);
+  int looked = 0;
+  for (void* f = valid ? g_free[h.size_class] : nullptr; f != nullptr && looked < 64;
+       f = *static_cast<void**>(f), ++looked)
+    if (f == block) valid = false;
+  if (!valid) {
+    pthread_mutex_unlock(&g_lock);
+    static const char kMessage[] =
+        "mate guard: invalid or double free of a block of the guard's own heap (preload_arena)\n";
+    (void)!write(2, kMessage, sizeof kMessage - 1);
+    std::abort();
+  }
   *static_cast<void**>(block) = g_free[h.size_class];
   g_free[h.size_class] = block;
   pthread_mutex_unlock(&g_lock);

@@ -14,6 +14,9 @@
 
 #include <cstddef>
 
+// Private to the preload library (its exports are the allocation family only).
+#pragma GCC visibility push(hidden)
+
 namespace mate::guard::preload {
 
 // nullptr when the arena cannot serve the request. Blocks are 16-byte aligned, or `alignment`
@@ -21,6 +24,8 @@ namespace mate::guard::preload {
 void* arena_allocate(std::size_t size, std::size_t alignment, bool zero) noexcept;
 // True when `p` lies in the arena's region (a block it returned).
 bool arena_owns(const void* p) noexcept;
+// Ends the process with a message when `p` is not a block the arena handed out and still holds
+// (an invalid or double free by code running inside the guard, such as a driver it loaded).
 void arena_free(void* p) noexcept;
 // The usable size of an arena block.
 std::size_t arena_usable_size(const void* p) noexcept;
@@ -29,3 +34,5 @@ void arena_prepare_fork() noexcept;
 void arena_after_fork() noexcept;
 
 }  // namespace mate::guard::preload
+
+#pragma GCC visibility pop

@@ -8,9 +8,15 @@ namespace mate::guard::preload {
 // True while this thread is inside the guard (its own allocations go to the real allocator).
 bool& inside_flag() noexcept;
 
+// Nests: an inner scope leaves the flag as the outer one set it.
 struct Inside {
-  Inside() noexcept { inside_flag() = true; }
-  ~Inside() { inside_flag() = false; }
+  Inside() noexcept : was_inside_(inside_flag()) { inside_flag() = true; }
+  ~Inside() { inside_flag() = was_inside_; }
+  Inside(const Inside&) = delete;
+  Inside& operator=(const Inside&) = delete;
+
+ private:
+  bool was_inside_;
 };
 
 // The configuration read from the bootstrap variables; nullptr when guard-run did not ask for

@@ -40,7 +40,7 @@ class WrappedBackend : public Backend {
   std::size_t granularity() const noexcept override { return host().granularity(); }
   std::size_t default_alignment() const noexcept override { return host().default_alignment(); }
   Status reserve(std::size_t bytes, std::uintptr_t* base) noexcept override {
-    if (refuse.load()) return Status{ENOMEM, "mmap(PROT_NONE) to reserve address space"};
+    if (refuse.load() || bytes > refuse_above.load()) return Status{ENOMEM, "mmap(PROT_NONE) to reserve address space"};
     return host().reserve(bytes, base);
   }
   Status release(std::uintptr_t base, std::size_t bytes) noexcept override {
@@ -62,6 +62,7 @@ class WrappedBackend : public Backend {
   }
 
   std::atomic<bool> refuse{false};
+  std::atomic<std::size_t> refuse_above{SIZE_MAX};  // refuses reservations larger than this
   std::atomic<bool> capture{false};
   std::atomic<int> syncs{0};
   std::atomic<int> released{0};
@@ -281,6 +282,47 @@ TEST(GuardAllocator, MappingRefusalIsSaidOnceAndFailsCleanly) {
   auto c = g.allocate(10);
   EXPECT_TRUE(c);
   EXPECT_EQ(g.stats().live, 1u);
+}
+
+// A request too large for what is left is that request's failure: nothing is said, the
+// quarantine is kept (a program probing malloc(1 << 50) must not lose its use-after-free cover).
+TEST(GuardAllocator, ARequestTooLargeFailsAloneAndKeepsTheQuarantine) {
+  WrappedBackend backend;
+  GuardAllocator g(backend, small());
+  auto freed = g.allocate(10);
+  ASSERT_TRUE(freed);
+  ASSERT_EQ(g.deallocate(freed.ptr), FreeResult::Ok);
+  backend.refuse_above = std::size_t{1} << 20;
+  testing::internal::CaptureStderr();
+  auto huge = g.allocate(std::size_t{1} << 30);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(huge.error, AllocError::NoMemory);
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(g.stats().quarantined, 1u);
+  EXPECT_EQ(g.describe(freed.ptr).state, State::Quarantined);
+  EXPECT_TRUE(g.allocate(10));  // small ones still guarded
+}
+
+// When every slot is taken, the oldest quarantined allocation gives its slot up; only live
+// allocations can fill the table.
+TEST(GuardAllocator, AFullTableEvictsTheQuarantineBeforeRefusing) {
+  WrappedBackend backend;
+  GuardAllocatorConfig c = small();
+  c.max_allocations = 4;
+  GuardAllocator g(backend, c);
+  for (int i = 0; i < 10; ++i) {
+    auto r = g.allocate(100);
+    ASSERT_TRUE(r) << "allocation " << i << ": " << (r.message != nullptr ? r.message : "");
+    ASSERT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+  }
+  EXPECT_EQ(g.stats().quarantined, 4u);
+  std::vector<std::uintptr_t> live;
+  for (int i = 0; i < 4; ++i) live.push_back(g.allocate(100).ptr);
+  EXPECT_EQ(g.stats().quarantined, 0u);
+  auto full = g.allocate(100);
+  EXPECT_EQ(full.error, AllocError::TableFull);
+  EXPECT_THAT(full.message, HasSubstr("max_allocations"));
+  for (auto p : live) EXPECT_EQ(g.deallocate(p), FreeResult::Ok);
 }
 
 TEST(GuardAllocator, SyncOnFreeSynchronizesBeforeTheCheck) {

@@ -63,7 +63,40 @@ TEST(PreloadArena, HonoursAlignmentUpToAPage) {
 TEST(PreloadArena, DeclinesWhatItCannotServe) {
   EXPECT_EQ(arena::arena_allocate(std::size_t{1} << 20, 0, false), nullptr);
   EXPECT_EQ(arena::arena_allocate(SIZE_MAX, 0, false), nullptr);
-  EXPECT_NE(arena::arena_allocate(256 << 10, 0, false), nullptr);  // the largest class
+  void* largest = arena::arena_allocate(256 << 10, 0, false);  // the largest class
+  EXPECT_NE(largest, nullptr);
+  arena::arena_free(largest);
+}
+
+TEST(PreloadArena, AnOverAlignedBlockIsReusedForAPlainOne) {
+  void* aligned = arena::arena_allocate(100, 1024, false);
+  ASSERT_NE(aligned, nullptr);
+  const std::size_t usable = arena::arena_usable_size(aligned);
+  arena::arena_free(aligned);
+  // The same class, handed out again from the block's first usable byte.
+  void* plain = arena::arena_allocate(usable, 0, false);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_TRUE(arena::arena_owns(plain));
+  EXPECT_GE(arena::arena_usable_size(plain), usable);
+  std::memset(plain, 0x5a, usable);
+  arena::arena_free(plain);
+}
+
+TEST(PreloadArenaDeathTest, InvalidAndDoubleFreesEndTheProcess) {
+  EXPECT_DEATH(
+      {
+        void* p = arena::arena_allocate(64, 0, false);
+        arena::arena_free(p);
+        arena::arena_free(p);
+      },
+      "invalid or double free");
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<char*>(arena::arena_allocate(256, 0, false));
+        std::memset(p, 0x7f, 256);
+        arena::arena_free(p + 64);  // not a block start: its "header" is user bytes
+      },
+      "invalid or double free");
 }
 
 TEST(PreloadArena, ThreadsAllocatingAndFreeingAtOnce) {

@@ -83,7 +83,9 @@ enum class AllocError : std::uint8_t {
   None,
   BadAlignment,    // not a power of two
   TooLarge,        // size overflows the placement arithmetic
-  MappingRefused,  // the system refused another mapping (said once, with the remedy)
+  NoMemory,        // this allocation cannot be reserved or mapped, though a small one still can
+                   // (a huge size, device memory full): nothing is said, the quarantine is kept
+  MappingRefused,  // the system refuses any new mapping (vm.max_map_count; said once, with the remedy)
   TableFull,       // max_allocations reached
   Capturing,       // the stream is being captured into a graph
   BackendError,
@@ -182,6 +184,8 @@ class GuardAllocator {
   device::Backend& backend_;
   GuardAllocatorConfig config_;
   std::size_t quarantine_limit_;  // config_.quarantine_bytes, the backend's default resolved
+  bool small_mapping_possible() noexcept;
+  void evict_locked(std::uint32_t index) noexcept;
   SlotTable* table_;
 };
 
