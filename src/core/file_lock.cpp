@@ -6,11 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <system_error>
 #include <thread>
+
+#include "mate/core/utc_time.hpp"
 
 namespace mate::core {
 
@@ -38,21 +39,12 @@ std::string own_command_line() {
   return raw;
 }
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // Records the holder. Failures are ignored: the description is advisory.
 void write_holder(int fd) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   std::string text = "pid=" + std::to_string(getpid()) + "\nhost=" + host +
-                     "\ncmd=" + own_command_line() + "\nsince=" + utc_now() + "\n";
+                     "\ncmd=" + own_command_line() + "\nsince=" + utc_now_iso8601() + "\n";
   if (ftruncate(fd, 0) != 0) return;
   std::size_t done = 0;
   while (done < text.size()) {

@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "mate/core/signal_safe_format.hpp"
+
 namespace mate::guard {
 
 ReportWriter& ReportWriter::str(const char* s) noexcept {
@@ -18,36 +20,11 @@ ReportWriter& ReportWriter::chr(char c) noexcept {
   return *this;
 }
 
-ReportWriter& ReportWriter::dec(std::uint64_t v) noexcept {
-  char digits[24];
-  int n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  while (n > 0) chr(digits[--n]);
-  return *this;
-}
+ReportWriter& ReportWriter::dec(std::uint64_t v) noexcept { return str(core::decimal_text(v).c_str()); }
 
-ReportWriter& ReportWriter::sdec(std::int64_t v) noexcept {
-  if (v < 0) {
-    chr('-');
-    return dec(static_cast<std::uint64_t>(-(v + 1)) + 1);
-  }
-  return dec(static_cast<std::uint64_t>(v));
-}
+ReportWriter& ReportWriter::sdec(std::int64_t v) noexcept { return str(core::signed_decimal_text(v).c_str()); }
 
-ReportWriter& ReportWriter::hex(std::uint64_t v) noexcept {
-  char digits[20];
-  int n = 0;
-  do {
-    digits[n++] = "0123456789abcdef"[v & 15];
-    v >>= 4;
-  } while (v != 0);
-  str("0x");
-  while (n > 0) chr(digits[--n]);
-  return *this;
-}
+ReportWriter& ReportWriter::hex(std::uint64_t v) noexcept { return str("0x").str(core::hex_text(v).c_str()); }
 
 ReportWriter& ReportWriter::byte(unsigned char b) noexcept {
   chr("0123456789abcdef"[b >> 4]);

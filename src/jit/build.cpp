@@ -20,6 +20,7 @@
 #include "jit/process.hpp"
 #include "mate/config.hpp"
 #include "mate/core/atomic_file.hpp"
+#include "mate/core/utc_time.hpp"
 
 namespace mate::jit::detail {
 
@@ -194,7 +195,7 @@ std::string build_in_staging(const Plan& plan, const std::string& parent) {
   }
 
   Manifest m = manifest_for(plan);
-  m.built_at = utc_now_iso();
+  m.built_at = core::utc_now_iso8601();
   m.build_seconds = seconds;
   struct stat st {};
   if (::stat((staging + "/module.so").c_str(), &st) == 0) m.size = static_cast<std::uint64_t>(st.st_size);

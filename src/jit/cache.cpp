@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -131,15 +130,6 @@ void make_directories(const std::string& dir) {
                       fmt::format("cannot create cache directory {}: {} (check permissions or set "
                                   "MATE_WORKSPACE_BASE)",
                                   dir, ec.message()));
-}
-
-std::string utc_now_iso() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string hostname() {

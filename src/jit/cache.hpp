@@ -49,7 +49,6 @@ std::uint64_t directory_size(const std::string& dir);
 void remove_tree(const std::string& dir) noexcept;
 // mkdir -p; throws ModuleError(CacheError) naming the directory.
 void make_directories(const std::string& dir);
-std::string utc_now_iso();
 std::string hostname();
 
 }  // namespace mate::jit::detail

@@ -7,6 +7,7 @@
 
 #include "log_internal.hpp"
 #include "mate/core/crash_context.hpp"
+#include "mate/core/signal_safe_format.hpp"
 
 namespace mate::log::detail {
 
@@ -30,19 +31,6 @@ std::size_t put(char* buf, std::size_t cap, std::size_t at, const char* text) no
   return at + n;
 }
 
-std::size_t put_number(char* buf, std::size_t cap, std::size_t at, std::uint64_t v) noexcept {
-  char digits[24];
-  int n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  char text[24];
-  for (int i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
-  text[n] = '\0';
-  return put(buf, cap, at, text);
-}
-
 // "mate API call in flight on this thread: gemm #12 (inside outer #11)\n"
 std::size_t provide(char* buf, std::size_t cap) noexcept {
   const InFlight& f = in_flight;
@@ -53,7 +41,7 @@ std::size_t provide(char* buf, std::size_t cap) noexcept {
     if (i != depth - 1) at = put(buf, cap, at, i == depth - 2 ? " (inside " : ", inside ");
     at = put(buf, cap, at, f.names[i]);
     at = put(buf, cap, at, " #");
-    at = put_number(buf, cap, at, f.seqs[i]);
+    at = put(buf, cap, at, core::decimal_text(f.seqs[i]).c_str());
   }
   if (depth > 1) at = put(buf, cap, at, ")");
   return put(buf, cap, at, "\n");

@@ -51,4 +51,10 @@ class Checker {
   DLDevice device_{kDLCPU, 0};
 };
 
+// A checked tensor's first element (data + byte_offset), typed as its kernel takes it.
+template <class T>
+T* first_element(const DLTensor& t) {
+  return static_cast<T*>(static_cast<void*>(static_cast<char*>(t.data) + t.byte_offset));
+}
+
 }  // namespace mate::ops::detail

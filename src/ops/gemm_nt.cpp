@@ -30,9 +30,9 @@ void gemm_nt(const DLTensor* a, const DLTensor* b, DLTensor* out, float alpha, f
     auto toolchain = detail::toolchain_for(placement);
     void* fn = detail::kernel_symbol("gemm_nt", Kernel::GemmNt, type, toolchain, "mate_ops_gemm_nt");
     if (detail::dry_run()) return;
-    auto* pa = static_cast<const char*>(ta.data) + ta.byte_offset;
-    auto* pb = static_cast<const char*>(tb.data) + tb.byte_offset;
-    auto* pout = reinterpret_cast<float*>(static_cast<char*>(tout.data) + tout.byte_offset);
+    auto* pa = detail::first_element<const void>(ta);
+    auto* pb = detail::first_element<const void>(tb);
+    auto* pout = detail::first_element<float>(tout);
     if (toolchain == jit::Toolchain::Host) {
       using HostFn = void(long, long, long, const void*, const void*, float*, float, float);
       reinterpret_cast<HostFn*>(fn)(m, n, k, pa, pb, pout, alpha, beta);

@@ -74,7 +74,7 @@ void m_grouped_gemm_nt_contiguous(const DLTensor* lhs, const DLTensor* rhs, DLTe
     auto toolchain = detail::toolchain_for(placement);
     void* fn = detail::kernel_symbol("m_grouped_gemm_nt_contiguous", Kernel::GroupedGemmNt, type, toolchain,
                                      "mate_ops_grouped_gemm_nt");
-    auto* pidx = reinterpret_cast<const std::int32_t*>(static_cast<const char*>(ti.data) + ti.byte_offset);
+    auto* pidx = detail::first_element<const std::int32_t>(ti);
     if (toolchain == jit::Toolchain::Host) {
       check_m_indices(check, pidx, m_sum, groups, alignment);
     } else if (m_sum > 0) {
@@ -88,9 +88,9 @@ void m_grouped_gemm_nt_contiguous(const DLTensor* lhs, const DLTensor* rhs, DLTe
       check_m_indices(check, host.data(), m_sum, groups, alignment);
     }
     if (detail::dry_run()) return;
-    auto* pl = static_cast<const char*>(tl.data) + tl.byte_offset;
-    auto* pr = static_cast<const char*>(tr.data) + tr.byte_offset;
-    auto* pout = reinterpret_cast<float*>(static_cast<char*>(tout.data) + tout.byte_offset);
+    auto* pl = detail::first_element<const void>(tl);
+    auto* pr = detail::first_element<const void>(tr);
+    auto* pout = detail::first_element<float>(tout);
     if (toolchain == jit::Toolchain::Host) {
       using HostFn = void(long, long, long, const void*, const void*, const std::int32_t*, float*);
       reinterpret_cast<HostFn*>(fn)(m_sum, n, k, pl, pr, pidx, pout);

@@ -42,9 +42,9 @@ void rmsnorm(const DLTensor* input, const DLTensor* weight, DLTensor* out, float
     auto toolchain = detail::toolchain_for(placement);
     void* fn = detail::kernel_symbol("rmsnorm", Kernel::RmsNorm, type, toolchain, "mate_ops_rmsnorm");
     if (detail::dry_run()) return;
-    auto* pin = static_cast<const char*>(tin.data) + tin.byte_offset;
-    auto* pw = static_cast<const char*>(tw.data) + tw.byte_offset;
-    auto* pout = static_cast<char*>(tout.data) + tout.byte_offset;
+    auto* pin = detail::first_element<const void>(tin);
+    auto* pw = detail::first_element<const void>(tw);
+    auto* pout = detail::first_element<void>(tout);
     if (toolchain == jit::Toolchain::Host) {
       using HostFn = void(long, long, const void*, const void*, void*, float);
       reinterpret_cast<HostFn*>(fn)(rows, hidden, pin, pw, pout, eps);

@@ -115,27 +115,30 @@ bool kind_matches(ParamKind p, const RecordedArg& a) {
   return false;
 }
 
+// One element of type T at `p` (dump buffers give no alignment guarantee, hence memcpy).
+template <class T>
+T load(const std::uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 double decode(ScalarType t, const std::uint8_t* p) {
-  auto load = [p]<class T>(T) {
-    T v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  };
   switch (t) {
-    case ScalarType::F64: return load(double{});
-    case ScalarType::F32: return load(float{});
-    case ScalarType::F16: return tensor::half_to_float(load(std::uint16_t{}));
-    case ScalarType::BF16: return tensor::bf16_to_float(load(std::uint16_t{}));
+    case ScalarType::F64: return load<double>(p);
+    case ScalarType::F32: return load<float>(p);
+    case ScalarType::F16: return tensor::half_to_float(load<std::uint16_t>(p));
+    case ScalarType::BF16: return tensor::bf16_to_float(load<std::uint16_t>(p));
     case ScalarType::F8E4M3: return tensor::fp8_e4m3fn_to_float(*p);
     case ScalarType::F8E5M2: return tensor::fp8_e5m2_to_float(*p);
-    case ScalarType::I8: return load(std::int8_t{});
-    case ScalarType::I16: return load(std::int16_t{});
-    case ScalarType::I32: return load(std::int32_t{});
-    case ScalarType::I64: return static_cast<double>(load(std::int64_t{}));
+    case ScalarType::I8: return load<std::int8_t>(p);
+    case ScalarType::I16: return load<std::int16_t>(p);
+    case ScalarType::I32: return load<std::int32_t>(p);
+    case ScalarType::I64: return static_cast<double>(load<std::int64_t>(p));
     case ScalarType::U8: return *p;
-    case ScalarType::U16: return load(std::uint16_t{});
-    case ScalarType::U32: return load(std::uint32_t{});
-    case ScalarType::U64: return static_cast<double>(load(std::uint64_t{}));
+    case ScalarType::U16: return load<std::uint16_t>(p);
+    case ScalarType::U32: return load<std::uint32_t>(p);
+    case ScalarType::U64: return static_cast<double>(load<std::uint64_t>(p));
     case ScalarType::Bool: return *p != 0;
     case ScalarType::Unsupported: break;
   }
@@ -148,20 +151,15 @@ bool compared_exactly(ScalarType t) noexcept { return t != ScalarType::Unsupport
 
 // The exact value of an integer or bool element (every one fits in 128 bits).
 __int128 decode_exact(ScalarType t, const std::uint8_t* p) {
-  auto load = [p]<class T>(T) {
-    T v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  };
   switch (t) {
-    case ScalarType::I8: return load(std::int8_t{});
-    case ScalarType::I16: return load(std::int16_t{});
-    case ScalarType::I32: return load(std::int32_t{});
-    case ScalarType::I64: return load(std::int64_t{});
+    case ScalarType::I8: return load<std::int8_t>(p);
+    case ScalarType::I16: return load<std::int16_t>(p);
+    case ScalarType::I32: return load<std::int32_t>(p);
+    case ScalarType::I64: return load<std::int64_t>(p);
     case ScalarType::U8: return *p;
-    case ScalarType::U16: return load(std::uint16_t{});
-    case ScalarType::U32: return load(std::uint32_t{});
-    case ScalarType::U64: return load(std::uint64_t{});
+    case ScalarType::U16: return load<std::uint16_t>(p);
+    case ScalarType::U32: return load<std::uint32_t>(p);
+    case ScalarType::U64: return load<std::uint64_t>(p);
     case ScalarType::Bool: return *p != 0;  // any non-zero byte is true
     default: break;
   }

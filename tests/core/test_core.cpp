@@ -10,28 +10,23 @@
 
 #include "mate/core/atomic_file.hpp"
 #include "mate/core/crash_context.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using mate::testing::read_file;
+using mate::testing::TempDir;
 
 TEST(AtomicFile, ReplacesContentAndLeavesNoTemporaryFiles) {
-  auto dir = std::filesystem::temp_directory_path() / ("mate_atomic_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  TempDir dir("mate_atomic");
   std::string path = (dir / "meta.json").string();
   ASSERT_FALSE(mate::core::write_file_atomically(path, "first", 0600));
   ASSERT_FALSE(mate::core::write_file_atomically(path, "second", 0600));
-  EXPECT_EQ(read_all(path), "second");
+  EXPECT_EQ(read_file(path), "second");
   struct stat st{};
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
-  std::filesystem::remove_all(dir);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path), {}), 1);
 }
 
 TEST(AtomicFile, FailureLeavesTheOldFileAndSaysWhichStep) {

@@ -14,19 +14,15 @@
 #include <gtest/gtest.h>
 
 #include "mate/core/file_lock.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
 using mate::core::FileLock;
 using mate::core::LockHolder;
+using mate::testing::TempDir;
 using ::testing::HasSubstr;
-
-std::string temp_path(const char* name) {
-  char tmpl[] = "/tmp/mate_lock_test_XXXXXX";
-  char* dir = mkdtemp(tmpl);
-  EXPECT_NE(dir, nullptr);
-  return std::string(dir) + "/" + name;
-}
+using ::testing::MatchesRegex;
 
 // Forks a child that takes the lock, signals readiness through a pipe, then sleeps until killed.
 pid_t spawn_holder(const std::string& path) {
@@ -48,7 +44,8 @@ pid_t spawn_holder(const std::string& path) {
 }
 
 TEST(FileLock, SecondAcquireInSameProcessWaitsForRelease) {
-  std::string path = temp_path("a.lock");
+  TempDir dir("mate_lock_test");
+  const std::string path = (dir / "a.lock").string();
   auto first = FileLock::try_acquire(path);
   ASSERT_TRUE(first.has_value());
   // flock locks belong to the open file description: a second open conflicts, even in-process.
@@ -58,7 +55,8 @@ TEST(FileLock, SecondAcquireInSameProcessWaitsForRelease) {
 }
 
 TEST(FileLock, HolderWritesPidHostAndCommand) {
-  std::string path = temp_path("b.lock");
+  TempDir dir("mate_lock_test");
+  const std::string path = (dir / "b.lock").string();
   auto lock = FileLock::acquire(path);
   auto holder = FileLock::read_holder(path);
   ASSERT_TRUE(holder.has_value());
@@ -66,12 +64,14 @@ TEST(FileLock, HolderWritesPidHostAndCommand) {
   EXPECT_FALSE(holder->host.empty());
   EXPECT_THAT(holder->command, HasSubstr("test_core"));
   EXPECT_THAT(holder->describe(), HasSubstr("pid " + std::to_string(getpid()) + " on host "));
+  EXPECT_THAT(holder->since, MatchesRegex(R"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)"));
   lock.release();
   EXPECT_FALSE(FileLock::read_holder(path).has_value()) << "release clears the holder text";
 }
 
 TEST(FileLock, WaiterIsToldWhoHoldsItAndGetsItWhenHolderIsKilled) {
-  std::string path = temp_path("c.lock");
+  TempDir dir("mate_lock_test");
+  const std::string path = (dir / "c.lock").string();
   pid_t holder_pid = spawn_holder(path);
   std::atomic<long> reported_pid{0};
   std::atomic<bool> acquired{false};

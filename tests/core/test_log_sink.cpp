@@ -7,19 +7,15 @@
 #include <sstream>
 
 #include "mate/core/log_sink.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using mate::testing::read_file;
+using mate::testing::TempDir;
 
 TEST(LogSink, ExpandsPidCreatesDirectoryAndAppends) {
-  auto dir = std::filesystem::temp_directory_path() / ("mate_sink_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
+  TempDir dir("mate_sink");
   std::string pattern = (dir / "sub" / "log_%i.txt").string();
   {
     auto sink = mate::core::LogSink::open(pattern);
@@ -31,8 +27,7 @@ TEST(LogSink, ExpandsPidCreatesDirectoryAndAppends) {
     auto sink = mate::core::LogSink::open(pattern);
     sink->write("two\n");
   }
-  EXPECT_EQ(slurp((dir / "sub" / ("log_" + std::to_string(getpid()) + ".txt")).string()), "one\ntwo\n");
-  std::filesystem::remove_all(dir);
+  EXPECT_EQ(read_file((dir / "sub" / ("log_" + std::to_string(getpid()) + ".txt")).string()), "one\ntwo\n");
 }
 
 TEST(LogSink, StandardStreams) {
@@ -43,7 +38,8 @@ TEST(LogSink, StandardStreams) {
 
 TEST(LogSink, UnwritableDestinationFallsBackToStderrWithOneMessage) {
   // A regular file used as a directory: fails even for root.
-  std::string blocker = (std::filesystem::temp_directory_path() / ("mate_blocker_" + std::to_string(getpid()))).string();
+  TempDir dir("mate_blocker");
+  std::string blocker = (dir / "file").string();
   std::ofstream(blocker) << "x";
   std::string bad = blocker + "/x/log.txt";
   testing::internal::CaptureStderr();
@@ -53,7 +49,6 @@ TEST(LogSink, UnwritableDestinationFallsBackToStderrWithOneMessage) {
   EXPECT_TRUE(sink->fell_back());
   EXPECT_EQ(sink->fd(), 2);
   EXPECT_NE(err.find("cannot write the API log to '" + bad + "': Not a directory"), std::string::npos) << err;
-  std::filesystem::remove(blocker);
   EXPECT_NE(err.find("logging to stderr instead"), std::string::npos) << err;
   EXPECT_NE(err.find("record\n"), std::string::npos);
   EXPECT_EQ(err.find("cannot write", err.find("cannot write") + 1), std::string::npos) << "one message only";

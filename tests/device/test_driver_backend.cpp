@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "mate/config.hpp"
+#include "mate/core/signal_safe_format.hpp"
 #include "mate/device/driver.hpp"
 #include "subprocess.hpp"
 
@@ -88,17 +89,9 @@ char kernel_load(std::uintptr_t address) { return *reinterpret_cast<volatile cha
 // fault happened exactly where expected (with or without sanitizers, which own SIGSEGV).
 void report_fault(int, siginfo_t* info, void*) {
   char text[48] = "fault at 0x";
-  char* p = text + std::strlen(text);
-  auto v = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  char digits[20];
-  int n = 0;
-  do {
-    digits[n++] = "0123456789abcdef"[v & 15];
-    v >>= 4;
-  } while (v != 0);
-  while (n > 0) *p++ = digits[--n];
-  *p++ = '\n';
-  ssize_t ignored = write(2, text, static_cast<std::size_t>(p - text));
+  std::strcat(text, mate::core::hex_text(reinterpret_cast<std::uintptr_t>(info->si_addr)).c_str());
+  std::strcat(text, "\n");
+  ssize_t ignored = write(2, text, std::strlen(text));
   (void)ignored;
   _exit(42);
 }

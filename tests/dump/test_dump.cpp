@@ -23,6 +23,8 @@
 #include "mate/dump/dump.hpp"
 #include "mate/log/api.hpp"
 #include "mate/tensor/stats.hpp"
+#include "dl_tensor.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -32,29 +34,8 @@ using mate::config::Var;
 using mate::dump::CallStatus;
 using json = nlohmann::json;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-struct F32 {
-  std::vector<float> data;
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> strides;
-  DLTensor dl{};
-  F32(std::vector<float> d, std::vector<std::int64_t> s, std::vector<std::int64_t> st = {}, std::uint64_t offset = 0)
-      : data(std::move(d)), shape(std::move(s)), strides(std::move(st)) {
-    dl.data = data.data();
-    dl.device = {kDLCPU, 0};
-    dl.ndim = static_cast<int>(shape.size());
-    dl.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::F32);
-    dl.shape = shape.data();
-    dl.strides = strides.empty() ? nullptr : strides.data();
-    dl.byte_offset = offset;
-  }
-};
+using F32 = mate::testing::F32Tensor;
+using mate::testing::read_file;
 
 std::function<void()> g_inside;  // runs inside add_one's body
 
@@ -96,9 +77,6 @@ void raises_long(const DLTensor* x, std::size_t n) {
 class DumpTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("mate_dump_test_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
     configure({});
   }
   void TearDown() override {
@@ -106,12 +84,11 @@ class DumpTest : public ::testing::Test {
     overrides_.clear();
     mate::log::reconfigure();
     mate::dump::reconfigure();
-    fs::remove_all(root_);
   }
   void configure(const std::vector<std::pair<Var, std::string>>& extra, int level = 10) {
     overrides_.clear();
     overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGLEVEL, std::to_string(level)));
-    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, (fs::temp_directory_path() / "mate_dump_test.log").string()));
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, (root_ / "log.txt").string()));
     overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_DUMP_DIR, (root_ / "dumps").string()));
     for (const auto& [v, value] : extra) overrides_.push_back(std::make_unique<ScopedOverride>(v, value));
     mate::log::reconfigure();
@@ -127,7 +104,8 @@ class DumpTest : public ::testing::Test {
     return st.st_mode & 0777;
   }
 
-  fs::path root_;
+  mate::testing::TempDir tmp_{"mate_dump_test"};
+  fs::path root_{tmp_.path};
   std::vector<std::unique_ptr<ScopedOverride>> overrides_;
 };
 
@@ -623,7 +601,7 @@ TEST_F(DumpTest, AnIoErrorMarksTheCallFailedAndDamagesNothing) {
   EXPECT_EQ(mate::dump::read_call(d[2]).status, CallStatus::Completed);
   mate::dump::CallRecord first = mate::dump::read_call(d[0]);
   EXPECT_EQ(mate::dump::load_tensor(first, first.outputs[0]).data.size(), 8u);
-  const std::string err = slurp(err_file);
+  const std::string err = read_file(err_file);
   EXPECT_NE(err.find("dump failed"), std::string::npos) << err;
   EXPECT_EQ(err.find("dump failed"), err.rfind("dump failed")) << "one warning: " << err;
 }

@@ -14,38 +14,23 @@
 
 #include "mate/dump/call_record.hpp"
 #include "mate/dump/tensor_file.hpp"
+#include "dl_tensor.hpp"
+#include "temp_dir.hpp"
 
 namespace {
+
+using mate::testing::dl_view;
+using mate::testing::read_file;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using mate::dump::DumpError;
 using mate::tensor::ScalarType;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::uint64_t u64le(const std::string& s, std::size_t at) {
   std::uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(s[at + static_cast<std::size_t>(i)]);
   return v;
-}
-
-DLTensor view(void* data, ScalarType t, std::vector<std::int64_t>& shape, std::vector<std::int64_t>* strides,
-              std::uint64_t offset = 0) {
-  DLTensor d{};
-  d.data = data;
-  d.device = {kDLCPU, 0};
-  d.ndim = static_cast<int>(shape.size());
-  d.dtype = mate::tensor::dl_dtype(t);
-  d.shape = shape.data();
-  d.strides = strides ? strides->data() : nullptr;
-  d.byte_offset = offset;
-  return d;
 }
 
 std::string expect_error(const std::function<void()>& f) {
@@ -60,12 +45,7 @@ std::string expect_error(const std::function<void()>& f) {
 
 class TensorFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mate_tensor_file_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  mate::testing::TempDir dir_{"mate_tensor_file"};
 };
 
 // A view with a negative stride and a byte offset: the file keeps exactly the touched bytes and
@@ -75,10 +55,10 @@ TEST_F(TensorFileTest, MtensorKeepsStridesOffsetAndDevice) {
   for (int i = 0; i < 20; ++i) buf[static_cast<std::size_t>(i)] = static_cast<float>(i);
   std::vector<std::int64_t> shape{3, 2}, strides{-4, 2};
   // Element (0,0) is buf[10]: byte offset 40; rows go backwards by 4, columns forward by 2.
-  DLTensor t = view(buf.data(), ScalarType::F32, shape, &strides, 40);
+  DLTensor t = dl_view(buf.data(), ScalarType::F32, shape, &strides, 40);
   const std::string path = (dir_ / "t.mtensor").string();
   ASSERT_TRUE(mate::dump::write_mtensor(path, mate::tensor::TensorView(t)).ok());
-  const std::string bytes = slurp(path);
+  const std::string bytes = read_file(path);
   EXPECT_EQ(bytes.substr(0, 8), "MATETNSR");
   const std::uint64_t n = u64le(bytes, 8);
   EXPECT_EQ((16 + n) % 64, 0u) << "data is 64-byte aligned";
@@ -110,8 +90,8 @@ TEST_F(TensorFileTest, MtensorKeepsStridesOffsetAndDevice) {
 TEST_F(TensorFileTest, EmptyAndZeroRankTensors) {
   float one = 5;
   std::vector<std::int64_t> scalar_shape, empty_shape{0, 3};
-  DLTensor s = view(&one, ScalarType::F32, scalar_shape, nullptr);
-  DLTensor e = view(nullptr, ScalarType::F32, empty_shape, nullptr);
+  DLTensor s = dl_view(&one, ScalarType::F32, scalar_shape);
+  DLTensor e = dl_view(nullptr, ScalarType::F32, empty_shape);
   ASSERT_TRUE(mate::dump::write_mtensor((dir_ / "s").string(), mate::tensor::TensorView(s)).ok());
   ASSERT_TRUE(mate::dump::write_mtensor((dir_ / "e").string(), mate::tensor::TensorView(e)).ok());
   EXPECT_EQ(mate::dump::read_mtensor((dir_ / "s").string()).data.size(), 4u);
@@ -125,14 +105,14 @@ TEST_F(TensorFileTest, SafetensorsHeaderFollowsTheSpecification) {
   std::vector<std::uint16_t> h{0x3f80, 0x4000, 0xc040};  // bf16 1, 2, -3
   std::vector<std::uint8_t> q{0x38, 0x40};
   std::vector<std::int64_t> fshape{3, 2}, fstrides{1, 3}, hshape{3}, qshape{2};
-  DLTensor a = view(f.data(), ScalarType::F32, fshape, &fstrides);  // transposed: non-contiguous
-  DLTensor b = view(h.data(), ScalarType::BF16, hshape, nullptr);
-  DLTensor c = view(q.data(), ScalarType::F8E4M3, qshape, nullptr);
+  DLTensor a = dl_view(f.data(), ScalarType::F32, fshape, &fstrides);  // transposed: non-contiguous
+  DLTensor b = dl_view(h.data(), ScalarType::BF16, hshape);
+  DLTensor c = dl_view(q.data(), ScalarType::F8E4M3, qshape);
   const std::string path = (dir_ / "t.safetensors").string();
   ASSERT_TRUE(mate::dump::write_safetensors(path, {{"a", mate::tensor::TensorView(a)},
                                                    {"b", mate::tensor::TensorView(b)},
                                                    {"c", mate::tensor::TensorView(c)}}).ok());
-  const std::string bytes = slurp(path);
+  const std::string bytes = read_file(path);
   const std::uint64_t n = u64le(bytes, 0);  // 8-byte little-endian header size
   ASSERT_LE(8 + n, bytes.size());
   EXPECT_EQ(bytes[8], '{');
@@ -164,10 +144,10 @@ TEST_F(TensorFileTest, SafetensorsHeaderFollowsTheSpecification) {
 TEST_F(TensorFileTest, DamagedMtensorFilesGiveClearErrors) {
   std::vector<float> buf(8, 1.0f);
   std::vector<std::int64_t> shape{8};
-  DLTensor t = view(buf.data(), ScalarType::F32, shape, nullptr);
+  DLTensor t = dl_view(buf.data(), ScalarType::F32, shape);
   const std::string path = (dir_ / "t.mtensor").string();
   ASSERT_TRUE(mate::dump::write_mtensor(path, mate::tensor::TensorView(t)).ok());
-  const std::string good = slurp(path);
+  const std::string good = read_file(path);
   EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(good.substr(0, 10)); }).find("truncated"), std::string::npos);
   EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(good.substr(0, 40)); }).find("truncated"), std::string::npos);
   EXPECT_NE(expect_error([&] { mate::dump::parse_mtensor(good.substr(0, good.size() - 1)); }).find("truncated: 31 of 32"),

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "subprocess.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -146,16 +147,13 @@ TEST_F(GuardRun, ProgramBuiltAgainstLibcudartIsGuarded) {
 #ifndef MATE_CUDART_ALLOC_CHILD
   GTEST_SKIP() << "the CUDA toolkit runtime was not found at configure time";
 #else
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("mate_cudart_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  fs::create_symlink(MATE_FAKE_DRIVER_LIBRARY, dir / "libcuda.so.1");
+  const mate::testing::TempDir dir("mate_cudart");
+  std::filesystem::create_symlink(MATE_FAKE_DRIVER_LIBRARY, dir / "libcuda.so.1");
   mate::testing::RunOptions options;
   options.env["MATE_FAKE_DRIVER_PATH"] = MATE_FAKE_DRIVER_LIBRARY;
-  options.env["LD_LIBRARY_PATH"] = dir.string();
+  options.env["LD_LIBRARY_PATH"] = dir.path;
   auto ok = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_CUDART_ALLOC_CHILD, "ok"}, options);
   auto bad = run({MATE_BINARY, "guard-run", "--", MATE_CUDART_ALLOC_CHILD, "overflow"}, options);
-  fs::remove_all(dir);
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_THAT(ok.out, HasSubstr("done"));
   EXPECT_THAT(ok.err, HasSubstr("mate guard: alloc #1 user ["));

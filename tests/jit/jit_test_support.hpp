@@ -1,18 +1,18 @@
-// Shared pieces of the JIT tests: a scratch directory and a compiler wrapper that logs every
-// call, can slow a build down, and can SIGKILL the process that started the build.
+// Shared pieces of the JIT tests: no visible devices, and a compiler wrapper that logs every
+// call, can slow a build down, and can SIGKILL the process that started the build. (TempDir and
+// read_file come from tests/support.)
 #pragma once
 
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "mate/jit/module.hpp"
+#include "temp_dir.hpp"
 
 namespace mate::jit::testing {
 
@@ -32,24 +32,8 @@ struct NoVisibleDevices {
   NoVisibleDevices& operator=(const NoVisibleDevices&) = delete;
 };
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/mate_jit_test_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::mate::testing::read_file;
+using ::mate::testing::TempDir;
 
 inline int count_lines_with(const std::string& text, const std::string& needle) {
   int n = 0;

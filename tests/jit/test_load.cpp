@@ -228,7 +228,7 @@ TEST_F(JitLoad, LibraryWhoseDependencyIsNotFoundIsLoadFailedAndTheEntryIsKept) {
   std::string module_dir = std::filesystem::path(s.path).parent_path().parent_path().string();
   for (auto& e : std::filesystem::directory_iterator(module_dir))
     EXPECT_EQ(e.path().filename().string().rfind(".corrupt-", 0), std::string::npos) << e.path();
-  std::string log = mate::jit::testing::read_text(workspace.path + "/cxx.log");
+  std::string log = mate::jit::testing::read_file(workspace.path + "/cxx.log");
   EXPECT_EQ(mate::jit::testing::count_lines_with(log, " -c src/user.cpp"), 1) << "built once, never rebuilt";
 
   // Once the dependency can be found, the same entry loads.
@@ -246,12 +246,12 @@ TEST_F(JitLoad, CompilerTouchedInPlaceIsAskedAgainButKeepsTheKey) {
   std::string k1 = detail::make_plan(sample_axpy_spec("float", 64), memo).key;
   std::string k2 = detail::make_plan(sample_axpy_spec("float", 64), memo).key;
   EXPECT_EQ(k1, k2);
-  std::string log = mate::jit::testing::read_text(workspace.path + "/cxx.log");
+  std::string log = mate::jit::testing::read_file(workspace.path + "/cxx.log");
   EXPECT_EQ(mate::jit::testing::count_lines_with(log, "--version"), 1) << "remembered";
   struct utimbuf times {1000000, 1000000};
   ASSERT_EQ(utime(cxx.c_str(), &times), 0);
   EXPECT_EQ(detail::make_plan(sample_axpy_spec("float", 64), memo).key, k1) << "mtime is not identity";
-  log = mate::jit::testing::read_text(workspace.path + "/cxx.log");
+  log = mate::jit::testing::read_file(workspace.path + "/cxx.log");
   EXPECT_EQ(mate::jit::testing::count_lines_with(log, "--version"), 2) << "memo invalidated by the touch";
 }
 

@@ -105,7 +105,7 @@ TEST(JitPlan, TwoNamesOfOneCompilerExecutableAreAskedSeparatelyAndKeyedApart) {
   EXPECT_NE(gxx.key, clang.key);
   EXPECT_NE(gxx.key, gxx_elsewhere.key) << "same answer, different name: still keyed apart";
   EXPECT_EQ(plan_for(dir.path + "/fake-clang++").key, clang.key) << "stable";
-  std::string calls = mate::jit::testing::read_text(dir.path + "/calls.log");
+  std::string calls = mate::jit::testing::read_file(dir.path + "/calls.log");
   EXPECT_EQ(mate::jit::testing::count_lines_with(calls, "--version"), 3) << "each name asked once:\n" << calls;
 
   // Like compiler_path, the invoked name is where the toolchain lives, not what it produces: an

@@ -16,7 +16,7 @@
 namespace {
 
 using mate::jit::testing::count_lines_with;
-using mate::jit::testing::read_text;
+using mate::jit::testing::read_file;
 using mate::jit::testing::TempDir;
 using mate::testing::run;
 using mate::testing::RunResult;
@@ -42,7 +42,7 @@ struct JitProcesses : ::testing::Test {
   RunResult probe(std::map<std::string, std::string> extra = {}) const {
     return run({JIT_PROBE, "--notice-ms", "200"}, with_env(env(std::move(extra))));
   }
-  std::string log() const { return read_text(dir.path + "/cxx.log"); }
+  std::string log() const { return read_file(dir.path + "/cxx.log"); }
   int compiles() const { return count_lines_with(log(), " -c src/axpy.cpp"); }
   // .../cached_ops/mate_sample_axpy_f32_t64
   std::string module_dir() const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mate/core/crash_context.hpp"
+#include "dl_tensor.hpp"
 #include "mate/log/api.hpp"
 
 namespace {
@@ -45,12 +46,7 @@ int main(int argc, char** argv) {
   std::string mode = argv[1];
   std::vector<float> data(64, 1.0f);
   std::vector<std::int64_t> shape{8, 8};
-  DLTensor t{};
-  t.data = data.data();
-  t.device = {kDLCPU, 0};
-  t.ndim = 2;
-  t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::F32);
-  t.shape = shape.data();
+  DLTensor t = mate::testing::dl_view(data.data(), mate::tensor::ScalarType::F32, shape);
   if (mode == "crash" || mode == "crash-context") {
     if (mode == "crash-context") std::signal(SIGSEGV, on_segv);
     crashing_kernel(&t, 128, "before-the-fault");

@@ -15,6 +15,8 @@
 #include "mate/config.hpp"
 #include "mate/core/crash_context.hpp"
 #include "mate/log/api.hpp"
+#include "dl_tensor.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -25,12 +27,7 @@ enum class Mode { Fast, Exact };
 std::string_view to_string(Mode m) { return m == Mode::Fast ? "Fast" : "Exact"; }
 enum class Plain { A = 7 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using mate::testing::read_file;
 
 // Points the log at a fresh file with the given level and format for one test.
 class LogTest : public ::testing::Test {
@@ -45,12 +42,11 @@ class LogTest : public ::testing::Test {
   void TearDown() override {
     overrides_.clear();
     mate::log::reconfigure();
-    std::filesystem::remove(path_);
   }
-  std::string log() { return slurp(path_); }
+  std::string log() { return read_file(path_); }
 
-  std::string path_ = (std::filesystem::temp_directory_path() /
-                       ("mate_log_test_" + std::to_string(getpid()) + ".log")).string();
+  mate::testing::TempDir dir_{"mate_log_test"};
+  std::string path_ = (dir_ / "api.log").string();
   std::vector<std::unique_ptr<ScopedOverride>> overrides_;
 };
 
@@ -64,17 +60,10 @@ int add(int a, int b) {
   return MATE_API("add", a, MATE_NAMED("b_evaluated", counted(b))).run([&] { return a + b; });
 }
 
-struct Buffer {
-  std::vector<float> data;
-  std::vector<std::int64_t> shape;
-  DLTensor dl{};
-  explicit Buffer(std::vector<float> values) : data(std::move(values)), shape{static_cast<std::int64_t>(data.size())} {
-    dl.data = data.data();
-    dl.device = {kDLCPU, 0};
-    dl.ndim = 1;
-    dl.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::F32);
-    dl.shape = shape.data();
-  }
+// A 1-D f32 tensor of `values`.
+struct Buffer : mate::testing::F32Tensor {
+  explicit Buffer(const std::vector<float>& values)
+      : F32Tensor(values, {static_cast<std::int64_t>(values.size())}) {}
 };
 
 void scale(const DLTensor* in, DLTensor* out, float factor) {
@@ -227,7 +216,7 @@ TEST_F(LogTest, CrashContextNamesTheCallsInFlight) {
   });
   mate::core::write_crash_context(fd);  // nothing in flight any more
   ::close(fd);
-  std::string ctx = slurp(path);
+  std::string ctx = read_file(path);
   std::filesystem::remove(path);
   EXPECT_NE(ctx.find("mate API call in flight on this thread: inner #"), std::string::npos) << ctx;
   EXPECT_NE(ctx.find(" (inside Outer.run #"), std::string::npos) << ctx;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "subprocess.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -24,16 +25,9 @@ mate::testing::RunOptions with_env(std::map<std::string, std::string> env) {
   return o;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
+// A path in this test program's own temporary directory (removed when the program exits).
 std::filesystem::path scratch(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("mate_log_proc_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  static const mate::testing::TempDir dir("mate_log_proc");
   return dir / name;
 }
 
@@ -44,13 +38,12 @@ TEST(LogProcesses, CrashInsideACallLeavesItsInputsInTheLogFile) {
   EXPECT_EQ(r.term_signal, SIGSEGV) << r.err;
   // The file is named after the child's pid (%i): find it.
   std::string text;
-  for (const auto& e : std::filesystem::directory_iterator(scratch("crash"))) text += slurp(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(scratch("crash"))) text += mate::testing::read_file(e.path());
   EXPECT_NE(text.find("] CrashingOp.run inputs\n"), std::string::npos) << text;
   EXPECT_NE(text.find("  input: tensor f32 [8, 8] strides [8, 1] cpu contiguous va ["), std::string::npos) << text;
   EXPECT_NE(text.find("  block_size: i32 128\n"), std::string::npos) << text;
   EXPECT_NE(text.find("  tag: str \"before-the-fault\"\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("outputs"), std::string::npos) << "the call never returned";
-  std::filesystem::remove_all(scratch(""));
 }
 
 TEST(LogProcesses, CrashReportContextNamesTheCallInFlight) {
@@ -76,7 +69,7 @@ TEST(LogProcesses, RecordsFromThreadsAndProcessesSharingAFileStayWhole) {
     }
     for (auto& l : launchers) l.join();
     for (const auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.err;
-    std::string text = slurp(log);
+    std::string text = mate::testing::read_file(log);
     std::map<std::string, int> events;
     if (std::string(format) == "json") {
       std::istringstream lines(text);
@@ -116,7 +109,6 @@ TEST(LogProcesses, RecordsFromThreadsAndProcessesSharingAFileStayWhole) {
     EXPECT_EQ(events["inputs"], kProcesses * kThreads * kCalls) << format;
     EXPECT_EQ(events["outputs"], kProcesses * kThreads * kCalls) << format;
   }
-  std::filesystem::remove_all(scratch(""));
 }
 
 }  // namespace
@@ -139,7 +131,6 @@ TEST(LogProcesses, UnwritableDestinationFallsBackToStderrAndTheProgramRuns) {
   for (std::size_t at = r.err.find("] Stress.call\n"); at != std::string::npos; at = r.err.find("] Stress.call\n", at + 1)) ++calls;
   EXPECT_EQ(calls, 6u) << r.err;
   EXPECT_TRUE(r.out.empty());
-  std::filesystem::remove_all(scratch(""));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "mate/config.hpp"
 #include "ops/kernel_table.hpp"
 #include "mate/tensor/dtype.hpp"
+#include "temp_dir.hpp"
 
 namespace mate::ops::testing {
 
@@ -145,24 +146,15 @@ class SharedWorkspace : public ::testing::Environment {
 // see a module go from missing to built. Kept symbols are forgotten on entry and exit.
 class PrivateWorkspace {
  public:
-  PrivateWorkspace() {
-    char tmpl[] = "/tmp/mate_ops_ws_XXXXXX";
-    path_ = mkdtemp(tmpl);
-    base_ = std::make_unique<config::ScopedOverride>(config::Var::MATE_WORKSPACE_BASE, path_);
-    detail::forget_kernel_symbols();
-  }
-  ~PrivateWorkspace() {
-    detail::forget_kernel_symbols();
-    base_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
+  PrivateWorkspace() : base_(config::Var::MATE_WORKSPACE_BASE, dir_.path) { detail::forget_kernel_symbols(); }
+  ~PrivateWorkspace() { detail::forget_kernel_symbols(); }
   PrivateWorkspace(const PrivateWorkspace&) = delete;
   PrivateWorkspace& operator=(const PrivateWorkspace&) = delete;
 
  private:
-  std::string path_;
-  std::unique_ptr<config::ScopedOverride> base_;
+  // Declared in this order: the override ends before the directory is removed.
+  ::mate::testing::TempDir dir_{"mate_ops_ws"};
+  config::ScopedOverride base_;
 };
 
 // Registered once per test program (an inline variable is one object across its files).

@@ -1,10 +1,4 @@
 // MATE_DRY_RUN=1 (validate and resolve modules, no launch) and the level-3 log of ops calls.
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +8,7 @@
 #include "mate/ops/modules.hpp"
 #include "mate/ops/ops.hpp"
 #include "ops_test_support.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -80,18 +75,11 @@ TEST(DryRun, OffByDefaultTheKernelRuns) {
   EXPECT_EQ(out.get(0), 12.0f);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 struct Level3Log : ::testing::Test {
-  std::string path = (std::filesystem::temp_directory_path() / ("mate_ops_log_" + std::to_string(getpid()) + ".log"));
+  mate::testing::TempDir dir{"mate_ops_log"};
+  std::string path = (dir / "ops.log").string();
   std::unique_ptr<ScopedOverride> level, dest, format;
   void SetUp() override {
-    std::filesystem::remove(path);
     level = std::make_unique<ScopedOverride>(Var::MATE_LOGLEVEL, "3");
     dest = std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, path);
     format = std::make_unique<ScopedOverride>(Var::MATE_LOGFORMAT, "text");
@@ -102,7 +90,6 @@ struct Level3Log : ::testing::Test {
     dest.reset();
     format.reset();
     mate::log::reconfigure();
-    std::filesystem::remove(path);
   }
 };
 
@@ -114,7 +101,7 @@ TEST_F(Level3Log, ShowsInputsOutputsAndErrorsOfOpsCalls) {
   HostTensor b5({3, 5}, ScalarType::F32);
   EXPECT_THROW(gemm_nt(a.cdl(), b5.cdl(), out.dl()), ArgumentError);
 
-  std::string log = read_file(path);
+  std::string log = mate::testing::read_file(path);
   EXPECT_THAT(log, HasSubstr("] ops.gemm_nt inputs\n  a: tensor f32 [4, 8] strides [8, 1] cpu contiguous va ["));
   EXPECT_THAT(log, HasSubstr("  b: tensor f32 [3, 8] strides [8, 1] cpu contiguous"));
   EXPECT_THAT(log, HasSubstr("  alpha: f32 0.5\n  beta: f32 0\n"));

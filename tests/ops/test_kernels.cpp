@@ -155,6 +155,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmsNorm,
                                   std::to_string(c.rows) + "_hidden" + std::to_string(c.hidden);
                          });
 
+// Moves `t`'s first element 8 bytes into its buffer, leaving values in the bytes before it that
+// would change the result if a kernel read or wrote at `data` itself.
+void start_at_byte_offset(HostTensor& t, std::mt19937& rng) {
+  t.fill_random(rng);
+  t.raw().byte_offset = 8;
+}
+
+TEST(ByteOffset, GemmNtAndRmsNormReadAndWriteFromDataPlusByteOffset) {
+  std::mt19937 rng(11);
+  HostTensor a({3, 4}, ScalarType::F32), b({5, 4}, ScalarType::F32), out({3, 5}, ScalarType::F32);
+  for (HostTensor* t : {&a, &b, &out}) start_at_byte_offset(*t, rng);
+  auto av = a.fill_random(rng);
+  auto bv = b.fill_random(rng);
+  gemm_nt(a.cdl(), b.cdl(), out.dl());
+  auto ref = reference_gemm_nt(av, bv, 3, 5, 4);
+  auto got = out.values();
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref[i], dot_tolerance(4)) << "element " << i;
+
+  HostTensor x({2, 6}, ScalarType::BF16), w({6}, ScalarType::BF16), y({2, 6}, ScalarType::BF16);
+  for (HostTensor* t : {&x, &w, &y}) start_at_byte_offset(*t, rng);
+  auto xv = x.fill_random(rng);
+  auto wv = w.fill_random(rng);
+  rmsnorm(x.cdl(), w.cdl(), y.dl(), 1e-5f);
+  auto nref = reference_rmsnorm(xv, wv, 2, 6, 1e-5);
+  auto ngot = y.values();
+  for (std::size_t i = 0; i < ngot.size(); ++i) ASSERT_NEAR(ngot[i], nref[i], std::abs(nref[i]) / 128 + 1e-6) << "element " << i;
+}
+
 TEST(RmsNormBf16, OutputsAreRoundedToNearestEvenNotTruncated) {
   // The kernel computes in f32 in the same order as this test, so its bf16 outputs must be the
   // round-to-nearest-even of the same f32 values, bit for bit. Truncation would differ in

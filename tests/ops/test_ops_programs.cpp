@@ -10,28 +10,18 @@
 #include <nlohmann/json.hpp>
 
 #include "subprocess.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
 using mate::testing::run;
 using mate::testing::RunOptions;
+using mate::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    char tmpl[] = "/tmp/mate_ops_programs_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
 TEST(OpsPrograms, ModuleStatusListsEveryReferenceModule) {
-  ScratchDir ws;
+  TempDir ws;
   auto r = run({MATE_BINARY, "module-status", "--json"},
                RunOptions{{{"MATE_WORKSPACE_BASE", ws.path}, {"MATE_CUDA_ARCH_LIST", "9.0"}}, std::nullopt, std::nullopt});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -49,7 +39,7 @@ TEST(OpsPrograms, ModuleStatusListsEveryReferenceModule) {
 }
 
 TEST(OpsPrograms, DemoRunsChecksItsResultsAndLogsAtLevel3) {
-  ScratchDir ws;
+  TempDir ws;
   // MATE_EXTRA_CFLAGS changes the module keys, so the build tree's AOT modules do not match and
   // the first run builds through the JIT; the second finds the JIT cache.
   RunOptions options{{{"MATE_WORKSPACE_BASE", ws.path}, {"MATE_EXTRA_CFLAGS", "-O1"}}, std::nullopt, std::nullopt};
@@ -74,7 +64,7 @@ TEST(OpsPrograms, DemoRunsChecksItsResultsAndLogsAtLevel3) {
 // runs each again and compares its outputs: all pass. Changing a recorded input's output proves
 // the comparison can fail.
 TEST(OpsPrograms, DemoDumpsAtLevel10AndMateReplayPassesThenCatchesAChangedOutput) {
-  ScratchDir ws;
+  TempDir ws;
   std::string dumps = ws.path + "/dumps";
   RunOptions options{{{"MATE_WORKSPACE_BASE", ws.path}, {"MATE_LOGLEVEL", "10"}, {"MATE_LOGDEST", ws.path + "/log.txt"},
                       {"MATE_DUMP_DIR", dumps}},

@@ -18,7 +18,9 @@
 #include "mate/replay/replay.hpp"
 #include "mate/tensor/dtype.hpp"
 #include "mate/tensor/stats.hpp"
+#include "dl_tensor.hpp"
 #include "sample_ops.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -27,21 +29,7 @@ using mate::config::ScopedOverride;
 using mate::config::Var;
 using mate::replay::Outcome;
 
-struct F32 {
-  std::vector<float> data;
-  std::vector<std::int64_t> shape, strides;
-  DLTensor dl{};
-  F32(std::vector<float> d, std::vector<std::int64_t> s, std::vector<std::int64_t> st = {}, std::uint64_t offset = 0)
-      : data(std::move(d)), shape(std::move(s)), strides(std::move(st)) {
-    dl.data = data.data();
-    dl.device = {kDLCPU, 0};
-    dl.ndim = static_cast<int>(shape.size());
-    dl.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::F32);
-    dl.shape = shape.data();
-    dl.strides = strides.empty() ? nullptr : strides.data();
-    dl.byte_offset = offset;
-  }
-};
+using F32 = mate::testing::F32Tensor;
 
 // What the layout-checking kernel saw when replayed.
 std::vector<std::int64_t> g_seen_strides;
@@ -72,9 +60,6 @@ MATE_REPLAYABLE("t.copy_i64", &copy_i64);
 class ReplayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("mate_replay_test_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
     dump(10, {});
     sample::set_bias(0);
   }
@@ -83,12 +68,11 @@ class ReplayTest : public ::testing::Test {
     overrides_.clear();
     mate::log::reconfigure();
     mate::dump::reconfigure();
-    fs::remove_all(root_);
   }
   void dump(int level, const std::vector<std::pair<Var, std::string>>& extra) {
     overrides_.clear();
     overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGLEVEL, std::to_string(level)));
-    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, (fs::temp_directory_path() / "mate_replay_test.log").string()));
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, (root_ / "log.txt").string()));
     overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_DUMP_DIR, dumps()));
     for (const auto& [v, value] : extra) overrides_.push_back(std::make_unique<ScopedOverride>(v, value));
     mate::log::reconfigure();
@@ -110,7 +94,8 @@ class ReplayTest : public ::testing::Test {
     (void)sample::sum(&out.dl);
   }
 
-  fs::path root_;
+  mate::testing::TempDir tmp_{"mate_replay_test"};
+  fs::path root_{tmp_.path};
   std::vector<std::unique_ptr<ScopedOverride>> overrides_;
 };
 
@@ -162,16 +147,8 @@ TEST_F(ReplayTest, ExactAndFilterOptions) {
 TEST_F(ReplayTest, IntegerOutputsAreComparedExactlyAbove2To53) {
   const std::int64_t big = std::int64_t{1} << 60;
   std::vector<std::int64_t> in{big, 7}, out(2, 0), shape{2};
-  auto i64 = [&](std::vector<std::int64_t>& data) {
-    DLTensor t{};
-    t.data = data.data();
-    t.device = {kDLCPU, 0};
-    t.ndim = 1;
-    t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::I64);
-    t.shape = shape.data();
-    return t;
-  };
-  DLTensor x = i64(in), o = i64(out);
+  DLTensor x = mate::testing::dl_view(in.data(), mate::tensor::ScalarType::I64, shape);
+  DLTensor o = mate::testing::dl_view(out.data(), mate::tensor::ScalarType::I64, shape);
   g_i64_delta = 0;
   EXPECT_EQ(copy_i64(&x, &o), big);
   g_i64_delta = 1;  // the replayed kernel returns and writes 2^60 + 1

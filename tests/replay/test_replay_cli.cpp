@@ -8,6 +8,7 @@
 
 #include "mate/dump/call_record.hpp"
 #include "subprocess.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -16,12 +17,6 @@ using mate::testing::run;
 
 class ReplayCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() / ("mate_replay_cli_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
   mate::testing::RunResult produce(const std::string& mode) {
     mate::testing::RunOptions o;
     o.env = {{"MATE_LOGLEVEL", "10"}, {"MATE_LOGDEST", (root_ / "log.txt").string()}, {"MATE_DUMP_DIR", dumps()}};
@@ -38,7 +33,8 @@ class ReplayCli : public ::testing::Test {
     return run(args, o);
   }
   std::string dumps() const { return (root_ / "dumps").string(); }
-  fs::path root_;
+  mate::testing::TempDir tmp_{"mate_replay_cli"};
+  fs::path root_{tmp_.path};
 };
 
 TEST_F(ReplayCli, DumpsOfAnExampleRunReplayAndPass) {

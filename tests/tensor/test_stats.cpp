@@ -8,29 +8,18 @@
 #include <vector>
 
 #include "mate/tensor/stats.hpp"
+#include "dl_tensor.hpp"
 
 namespace {
 
 using namespace mate::tensor;
+using mate::testing::dl_view;
 using mate::device::Backend;
 using mate::device::Kind;
 using mate::device::Status;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-DLTensor make(const void* data, std::vector<std::int64_t>& shape, std::vector<std::int64_t>* strides,
-              ScalarType type, DLDevice dev = {kDLCPU, 0}, std::uint64_t offset = 0) {
-  DLTensor t{};
-  t.data = const_cast<void*>(data);
-  t.device = dev;
-  t.ndim = static_cast<int>(shape.size());
-  t.dtype = dl_dtype(type);
-  t.shape = shape.data();
-  t.strides = strides ? strides->data() : nullptr;
-  t.byte_offset = offset;
-  return t;
-}
 
 // "Device" memory that is really host memory: exercises the chunked path and records the reads.
 class HostWrappingBackend : public Backend {
@@ -88,7 +77,7 @@ TEST(Conversions, HalfBf16Fp8) {
 TEST(Stats, F32ExcludesNanAndInfFromMinMaxMean) {
   std::vector<float> v{1, kNaN, -3, kInf, 5, -kInf, kNaN, 9, 2, 0, 0, 0, 0, 0, 0, 0, 0, 10};
   std::vector<std::int64_t> shape{static_cast<std::int64_t>(v.size())};
-  Stats s = host_stats(make(v.data(), shape, nullptr, ScalarType::F32));
+  Stats s = host_stats(dl_view(v.data(), ScalarType::F32, shape));
   EXPECT_EQ(s.count, 18);
   EXPECT_EQ(s.nan, 2);
   EXPECT_EQ(s.inf, 2);
@@ -102,7 +91,7 @@ TEST(Stats, F32ExcludesNanAndInfFromMinMaxMean) {
 TEST(Stats, AllNonFiniteHasNoMinMax) {
   std::vector<double> v{std::nan(""), INFINITY};
   std::vector<std::int64_t> shape{2};
-  Stats s = host_stats(make(v.data(), shape, nullptr, ScalarType::F64));
+  Stats s = host_stats(dl_view(v.data(), ScalarType::F64, shape));
   EXPECT_EQ(s.finite, 0);
   EXPECT_EQ(s.nan, 1);
   EXPECT_EQ(s.inf, 1);
@@ -116,14 +105,14 @@ TEST(Stats, SameRuleForHalfBf16AndFp8) {
   std::vector<std::int64_t> shape{4};
   for (auto [data, type] : {std::pair<const void*, ScalarType>{h.data(), ScalarType::F16},
                             {b.data(), ScalarType::BF16}, {e5.data(), ScalarType::F8E5M2}}) {
-    Stats s = host_stats(make(data, shape, nullptr, type));
+    Stats s = host_stats(dl_view(data, type, shape));
     EXPECT_EQ(s.nan, 1) << static_cast<int>(type);
     EXPECT_EQ(s.inf, 1) << static_cast<int>(type);
     EXPECT_EQ(s.min, -2);
     EXPECT_EQ(s.max, 1);
     EXPECT_DOUBLE_EQ(s.mean, -0.5);
   }
-  Stats s = host_stats(make(e4.data(), shape, nullptr, ScalarType::F8E4M3));
+  Stats s = host_stats(dl_view(e4.data(), ScalarType::F8E4M3, shape));
   EXPECT_EQ(s.nan, 1);
   EXPECT_EQ(s.inf, 0);
   EXPECT_EQ(s.max, 448);
@@ -134,15 +123,15 @@ TEST(Stats, IntegersAndBool) {
   std::vector<std::uint8_t> u{255, 1};
   std::vector<std::uint8_t> bools{1, 0, 1, 1};
   std::vector<std::int64_t> s4{4}, s2{2};
-  Stats a = host_stats(make(i.data(), s4, nullptr, ScalarType::I32));
+  Stats a = host_stats(dl_view(i.data(), ScalarType::I32, s4));
   EXPECT_EQ(a.min, -7);
   EXPECT_EQ(a.max, 100);
   EXPECT_DOUBLE_EQ(a.mean, 24);
   EXPECT_FALSE(a.floating);
-  Stats b = host_stats(make(u.data(), s2, nullptr, ScalarType::U8));
+  Stats b = host_stats(dl_view(u.data(), ScalarType::U8, s2));
   EXPECT_EQ(b.max, 255);
   EXPECT_EQ(b.mean, 128);
-  Stats c = host_stats(make(bools.data(), s4, nullptr, ScalarType::Bool));
+  Stats c = host_stats(dl_view(bools.data(), ScalarType::Bool, s4));
   EXPECT_EQ(c.min, 0);
   EXPECT_EQ(c.max, 1);
   EXPECT_DOUBLE_EQ(c.mean, 0.75);
@@ -155,7 +144,7 @@ TEST(Stats, NonContiguousNegativeAndBroadcastStrides) {
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 4; ++c) buf[static_cast<std::size_t>(r * 8 + 6 - 2 * c)] = static_cast<float>(r * 4 + c);
   std::vector<std::int64_t> shape{3, 4}, strides{8, -2};
-  Stats s = host_stats(make(buf.data(), shape, &strides, ScalarType::F32, {kDLCPU, 0}, 6 * sizeof(float)));
+  Stats s = host_stats(dl_view(buf.data(), ScalarType::F32, shape, &strides, 6 * sizeof(float)));
   EXPECT_EQ(s.count, 12);
   EXPECT_EQ(s.min, 0);
   EXPECT_EQ(s.max, 11);
@@ -163,7 +152,7 @@ TEST(Stats, NonContiguousNegativeAndBroadcastStrides) {
 
   std::vector<float> row{1, kNaN, 3};
   std::vector<std::int64_t> bshape{5, 3}, bstrides{0, 1};
-  Stats b = host_stats(make(row.data(), bshape, &bstrides, ScalarType::F32));
+  Stats b = host_stats(dl_view(row.data(), ScalarType::F32, bshape, &bstrides));
   EXPECT_EQ(b.count, 15);
   EXPECT_EQ(b.nan, 5);
   EXPECT_EQ(b.finite, 10);
@@ -175,7 +164,7 @@ TEST(Stats, DeviceTensorsAreReadInBoundedChunks) {
   for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(i);
   buf[500] = kNaN;
   std::vector<std::int64_t> shape{1000};
-  DLTensor t = make(buf.data(), shape, nullptr, ScalarType::F32, {kDLCUDA, 0});
+  DLTensor t = dl_view(buf.data(), ScalarType::F32, shape, nullptr, 0, {kDLCUDA, 0});
   HostWrappingBackend backend;
   StatsResult r = compute_stats(TensorView(t), backend, StatsOptions{256});
   ASSERT_TRUE(r.stats) << r.unavailable;
@@ -183,12 +172,12 @@ TEST(Stats, DeviceTensorsAreReadInBoundedChunks) {
   EXPECT_EQ(backend.reads, 16);  // ceil(4000 / 256)
   EXPECT_EQ(r.stats->nan, 1);
   EXPECT_EQ(r.stats->max, 999);
-  Stats host = host_stats(make(buf.data(), shape, nullptr, ScalarType::F32));
+  Stats host = host_stats(dl_view(buf.data(), ScalarType::F32, shape));
   EXPECT_EQ(host.mean, r.stats->mean);  // the same rule on every path
 
   // A transposed device view: the chunked walk agrees with the host walk.
   std::vector<std::int64_t> tshape{25, 40}, tstrides{1, 25};
-  DLTensor tt = make(buf.data(), tshape, &tstrides, ScalarType::F32, {kDLCUDA, 0});
+  DLTensor tt = dl_view(buf.data(), ScalarType::F32, tshape, &tstrides, 0, {kDLCUDA, 0});
   HostWrappingBackend b2;
   StatsResult rt = compute_stats(TensorView(tt), b2, StatsOptions{64});
   ASSERT_TRUE(rt.stats);
@@ -202,7 +191,7 @@ TEST(Stats, DeviceTensorsAreReadInBoundedChunks) {
 TEST(Stats, DeviceWithoutBackendOrFailingReadIsUnavailableNotACrash) {
   std::vector<float> buf(4);
   std::vector<std::int64_t> shape{4};
-  DLTensor t = make(buf.data(), shape, nullptr, ScalarType::F32, {kDLCUDA, 0});
+  DLTensor t = dl_view(buf.data(), ScalarType::F32, shape, nullptr, 0, {kDLCUDA, 0});
   set_device_backend(Kind::Cuda, nullptr);
   StatsResult r = compute_stats(TensorView(t));
   EXPECT_FALSE(r.stats);
@@ -268,7 +257,7 @@ TEST(Stats, LongRunsAgreeWithAReferenceWithAndWithoutNonFiniteValues) {
     std::vector<std::int64_t> shape{kN};
     for (auto [data, type] : {std::pair<const void*, ScalarType>{f.data(), ScalarType::F32},
                               {b.data(), ScalarType::BF16}, {h.data(), ScalarType::F16}}) {
-      Stats s = host_stats(make(data, shape, nullptr, type));
+      Stats s = host_stats(dl_view(data, type, shape));
       EXPECT_EQ(s.finite, finite);
       EXPECT_EQ(s.nan, poison ? 1 : 0);
       EXPECT_EQ(s.inf, poison ? 1 : 0);

@@ -3,28 +3,17 @@
 #include <vector>
 
 #include "mate/tensor/tensor_view.hpp"
+#include "dl_tensor.hpp"
 
 namespace {
 
 using namespace mate::tensor;
-
-DLTensor make(void* data, std::vector<std::int64_t>& shape, std::vector<std::int64_t>* strides,
-              ScalarType type, std::uint64_t offset = 0, DLDevice dev = {kDLCPU, 0}) {
-  DLTensor t{};
-  t.data = data;
-  t.device = dev;
-  t.ndim = static_cast<int>(shape.size());
-  t.dtype = dl_dtype(type);
-  t.shape = shape.data();
-  t.strides = strides ? strides->data() : nullptr;
-  t.byte_offset = offset;
-  return t;
-}
+using mate::testing::dl_view;
 
 TEST(TensorView, NullStridesAreCompactRowMajor) {
   std::vector<float> buf(24);
   std::vector<std::int64_t> shape{2, 3, 4};
-  DLTensor t = make(buf.data(), shape, nullptr, ScalarType::F32);
+  DLTensor t = dl_view(buf.data(), ScalarType::F32, shape);
   TensorView v(t);
   EXPECT_EQ(v.strides(), (std::vector<std::int64_t>{12, 4, 1}));
   EXPECT_EQ(v.numel(), 24);
@@ -37,7 +26,7 @@ TEST(TensorView, NullStridesAreCompactRowMajor) {
 TEST(TensorView, TransposedIsNotContiguousButCoversTheSameBytes) {
   std::vector<std::uint16_t> buf(12);
   std::vector<std::int64_t> shape{4, 3}, strides{1, 4};
-  DLTensor t = make(buf.data(), shape, &strides, ScalarType::BF16);
+  DLTensor t = dl_view(buf.data(), ScalarType::BF16, shape, &strides);
   TensorView v(t);
   EXPECT_FALSE(v.is_contiguous());
   EXPECT_EQ(v.extent().begin, 0);
@@ -48,7 +37,7 @@ TEST(TensorView, NegativeStridesExtendBelowTheOrigin) {
   std::vector<float> buf(10);
   std::vector<std::int64_t> shape{5}, strides{-2};
   // Origin at element 8: touches elements 8, 6, 4, 2, 0.
-  DLTensor t = make(buf.data(), shape, &strides, ScalarType::F32, 8 * sizeof(float));
+  DLTensor t = dl_view(buf.data(), ScalarType::F32, shape, &strides, 8 * sizeof(float));
   TensorView v(t);
   EXPECT_EQ(v.origin(), reinterpret_cast<std::uintptr_t>(buf.data() + 8));
   EXPECT_EQ(v.extent().begin, -32);
@@ -60,7 +49,7 @@ TEST(TensorView, NegativeStridesExtendBelowTheOrigin) {
 TEST(TensorView, BroadcastZeroStrideTouchesOneRow) {
   std::vector<double> buf(3);
   std::vector<std::int64_t> shape{1000, 3}, strides{0, 1};
-  DLTensor t = make(buf.data(), shape, &strides, ScalarType::F64);
+  DLTensor t = dl_view(buf.data(), ScalarType::F64, shape, &strides);
   TensorView v(t);
   EXPECT_EQ(v.numel(), 3000);
   EXPECT_FALSE(v.is_contiguous());
@@ -69,10 +58,10 @@ TEST(TensorView, BroadcastZeroStrideTouchesOneRow) {
 
 TEST(TensorView, SizeOneDimsDoNotBreakContiguityAndEmptyTouchesNothing) {
   std::vector<std::int64_t> shape{3, 1, 2}, strides{2, 77, 1};
-  DLTensor t = make(nullptr, shape, &strides, ScalarType::I32);
+  DLTensor t = dl_view(nullptr, ScalarType::I32, shape, &strides);
   EXPECT_TRUE(TensorView(t).is_contiguous());
   std::vector<std::int64_t> empty_shape{0, 5};
-  DLTensor e = make(reinterpret_cast<void*>(0x1000), empty_shape, nullptr, ScalarType::I32, 16);
+  DLTensor e = dl_view(reinterpret_cast<void*>(0x1000), ScalarType::I32, empty_shape, nullptr, 16);
   EXPECT_EQ(TensorView(e).va_range().lo, 0x1010u);
   EXPECT_EQ(TensorView(e).va_range().size(), 0u);
 }
@@ -80,7 +69,7 @@ TEST(TensorView, SizeOneDimsDoNotBreakContiguityAndEmptyTouchesNothing) {
 TEST(TensorView, ScalarTensorHasOneElement) {
   float x = 1;
   std::vector<std::int64_t> shape;
-  DLTensor t = make(&x, shape, nullptr, ScalarType::F32);
+  DLTensor t = dl_view(&x, ScalarType::F32, shape);
   EXPECT_EQ(TensorView(t).numel(), 1);
   EXPECT_EQ(TensorView(t).va_range().size(), 4u);
 }
@@ -112,7 +101,7 @@ TEST(TensorMeta, KeepsShapeAfterTheSourceIsGone) {
   TensorMeta meta;
   {
     std::vector<std::int64_t> shape{2, 5};
-    DLTensor t = make(reinterpret_cast<void*>(0x2000), shape, nullptr, ScalarType::F16);
+    DLTensor t = dl_view(reinterpret_cast<void*>(0x2000), ScalarType::F16, shape);
     meta = TensorMeta(t);
     shape.assign({9, 9});
   }

@@ -5,7 +5,8 @@
 // thread, into the buffer it is given.
 //
 // Contract for providers: async-signal-safe (no malloc, no locks, no stdio), write at most `cap`
-// bytes, return how many were written (0 for nothing to say).
+// bytes, return how many were written (0 for nothing to say). Numbers can be formatted with
+// mate/core/signal_safe_format.hpp, which is async-signal-safe.
 #pragma once
 
 #include <cstddef>
