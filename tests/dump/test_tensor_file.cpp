@@ -277,7 +277,7 @@ TEST_F(TensorFileTest, AProcessKilledMidWriteLeavesNoFileUnderTheName) {
       StoppingBackend backend(ready[1]);
       std::vector<float> data(std::size_t{1} << 20, 2.5f);  // 4 MiB, written in 1 MiB chunks
       std::vector<std::int64_t> shape{static_cast<std::int64_t>(data.size())};
-      DLTensor t = view(data.data(), ScalarType::F32, shape, nullptr);
+      DLTensor t = dl_view(data.data(), ScalarType::F32, shape, nullptr);
       t.device = {kDLCUDA, 0};
       const mate::dump::ReadOptions o{&backend, std::size_t{1} << 20};
       const fs::path path = dir / name;
@@ -328,7 +328,7 @@ TEST_F(TensorFileTest, AFileSizeLimitLeavesNeitherTheFileNorATemporary) {
     ::setrlimit(RLIMIT_FSIZE, &lim);
     std::vector<float> data(std::size_t{1} << 19, 1.0f);  // 2 MiB: over the limit
     std::vector<std::int64_t> shape{static_cast<std::int64_t>(data.size())};
-    DLTensor t = view(data.data(), ScalarType::F32, shape, nullptr);
+    DLTensor t = dl_view(data.data(), ScalarType::F32, shape, nullptr);
     const std::string mt = (dir / "big.mtensor").string(), st = (dir / "big.safetensors").string();
     mate::dump::WriteResult a = mate::dump::write_mtensor(mt, mate::tensor::TensorView(t));
     mate::dump::WriteResult b = mate::dump::write_safetensors(st, {{"x", mate::tensor::TensorView(t)}});
@@ -349,10 +349,10 @@ TEST_F(TensorFileTest, AnExistingFileIsNeverReplaced) {
   std::ofstream(dir / "t.mtensor") << "keep me";
   float one = 1;
   std::vector<std::int64_t> shape{1};
-  DLTensor t = view(&one, ScalarType::F32, shape, nullptr);
+  DLTensor t = dl_view(&one, ScalarType::F32, shape, nullptr);
   mate::dump::WriteResult r = mate::dump::write_mtensor((dir / "t.mtensor").string(), mate::tensor::TensorView(t));
   EXPECT_EQ(r.error, "create " + (dir / "t.mtensor").string() + ": File exists");
-  EXPECT_EQ(slurp(dir / "t.mtensor"), "keep me");
+  EXPECT_EQ(read_file(dir / "t.mtensor"), "keep me");
   EXPECT_EQ(names_in(dir), std::vector<std::string>{"t.mtensor"});
 }
 
