@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "host_memory_device.hpp"
 #include "mate/config.hpp"
 #include "mate/dump/call_record.hpp"
 #include "mate/dump/dump.hpp"
@@ -395,27 +396,9 @@ TEST_F(DumpTest, SafetensorsModeWritesOneFilePerPhase) {
 }
 
 // A device backend over host memory that records the size of each read.
-class RecordingBackend : public mate::device::Backend {
+class RecordingBackend : public mate::testing::HostMemoryDevice {
  public:
-  mate::device::Kind kind() const noexcept override { return mate::device::Kind::Cuda; }
   const char* name() const noexcept override { return "recording"; }
-  std::size_t granularity() const noexcept override { return 4096; }
-  std::size_t default_alignment() const noexcept override { return 256; }
-  mate::device::Status reserve(std::size_t, std::uintptr_t*) noexcept override { return {1, "unsupported"}; }
-  mate::device::Status release(std::uintptr_t, std::size_t) noexcept override { return {}; }
-  mate::device::Status map(std::uintptr_t, std::size_t) noexcept override { return {1, "unsupported"}; }
-  mate::device::Status unmap(std::uintptr_t, std::size_t) noexcept override { return {}; }
-  mate::device::Status write(std::uintptr_t, const void*, std::size_t) noexcept override { return {1, "unsupported"}; }
-  mate::device::Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
-    max_read = std::max(max_read, bytes);
-    total += bytes;
-    ++reads;
-    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
-    return {};
-  }
-  mate::device::Status fill(std::uintptr_t, unsigned char, std::size_t) noexcept override { return {}; }
-  mate::device::Status synchronize() noexcept override { return {}; }
-  std::size_t max_read = 0, total = 0, reads = 0;
 };
 
 TEST_F(DumpTest, DeviceTensorsAreCopiedInBoundedChunks) {
@@ -428,7 +411,7 @@ TEST_F(DumpTest, DeviceTensorsAreCopiedInBoundedChunks) {
   skip_me(&x.dl);
   mate::tensor::set_device_backend(mate::device::Kind::Cuda, nullptr);
   // Level 10 includes level 5's statistics, which read the tensor too, also in chunks.
-  EXPECT_GE(backend.total, std::size_t{10} << 20);
+  EXPECT_GE(backend.total_read, std::size_t{10} << 20);
   EXPECT_LE(backend.max_read, mate::dump::kDefaultChunkBytes);
   EXPECT_GE(backend.reads, 3u);
   auto d = dirs();

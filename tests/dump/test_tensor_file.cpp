@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "host_memory_device.hpp"
 #include "mate/dump/call_record.hpp"
 #include "mate/dump/tensor_file.hpp"
 #include "dl_tensor.hpp"
@@ -231,33 +232,21 @@ std::vector<std::string> names_in(const fs::path& dir) {
 
 // A "device" over host memory whose read() stops the process in the middle of a write: before
 // its second chunk it tells the test over a pipe, then waits (for the test's SIGKILL).
-class StoppingBackend : public mate::device::Backend {
+class StoppingBackend : public mate::testing::HostMemoryDevice {
  public:
   explicit StoppingBackend(int ready_fd) : ready_fd_(ready_fd) {}
-  mate::device::Kind kind() const noexcept override { return mate::device::Kind::Cuda; }
   const char* name() const noexcept override { return "stopping"; }
-  std::size_t granularity() const noexcept override { return 4096; }
-  std::size_t default_alignment() const noexcept override { return 256; }
-  mate::device::Status reserve(std::size_t, std::uintptr_t*) noexcept override { return {1, "unsupported"}; }
-  mate::device::Status release(std::uintptr_t, std::size_t) noexcept override { return {}; }
-  mate::device::Status map(std::uintptr_t, std::size_t) noexcept override { return {1, "unsupported"}; }
-  mate::device::Status unmap(std::uintptr_t, std::size_t) noexcept override { return {}; }
-  mate::device::Status write(std::uintptr_t, const void*, std::size_t) noexcept override { return {1, "unsupported"}; }
-  mate::device::Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
-    if (++reads_ == 2) {
+  Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
+    if (reads + 1 == 2) {
       const char one = 1;
       if (::write(ready_fd_, &one, 1) != 1) std::_Exit(5);
       for (;;) ::pause();
     }
-    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
-    return {};
+    return HostMemoryDevice::read(dst, src, bytes);
   }
-  mate::device::Status fill(std::uintptr_t, unsigned char, std::size_t) noexcept override { return {}; }
-  mate::device::Status synchronize() noexcept override { return {}; }
 
  private:
   int ready_fd_;
-  int reads_ = 0;
 };
 
 // SIGKILL in the middle of writing a tensor file leaves nothing under the file's name: only the

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "host_memory_device.hpp"
 #include "mate/config.hpp"
 #include "mate/dump/call_record.hpp"
 #include "mate/dump/dump.hpp"
@@ -335,37 +336,7 @@ TEST_F(ReplayTest, CallsReplayInTheOrderTheyWereMade) {
 
 // A "device" whose memory is host memory, so host kernels can run on it: replay must allocate
 // and fill the rebuilt tensors through the device layer and read the results back through it.
-class HostBackedDevice : public mate::device::Backend {
- public:
-  mate::device::Kind kind() const noexcept override { return mate::device::Kind::Cuda; }
-  const char* name() const noexcept override { return "host-backed-cuda"; }
-  std::size_t granularity() const noexcept override { return 4096; }
-  std::size_t default_alignment() const noexcept override { return 256; }
-  mate::device::Status reserve(std::size_t bytes, std::uintptr_t* base) noexcept override {
-    *base = reinterpret_cast<std::uintptr_t>(std::aligned_alloc(4096, bytes));
-    ++reserves;
-    return {};
-  }
-  mate::device::Status release(std::uintptr_t base, std::size_t) noexcept override {
-    std::free(reinterpret_cast<void*>(base));
-    ++releases;
-    return {};
-  }
-  mate::device::Status map(std::uintptr_t, std::size_t) noexcept override { return {}; }
-  mate::device::Status unmap(std::uintptr_t, std::size_t) noexcept override { return {}; }
-  mate::device::Status write(std::uintptr_t dst, const void* src, std::size_t bytes) noexcept override {
-    std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
-    ++writes;
-    return {};
-  }
-  mate::device::Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
-    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
-    return {};
-  }
-  mate::device::Status fill(std::uintptr_t, unsigned char, std::size_t) noexcept override { return {}; }
-  mate::device::Status synchronize() noexcept override { return {}; }
-  int reserves = 0, releases = 0, writes = 0;
-};
+class HostBackedDevice : public mate::testing::HostMemoryDevice {};
 
 DLDeviceType g_seen_device = kDLCPU;
 void device_probe(const DLTensor* x, DLTensor* out) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "host_memory_device.hpp"
 #include "mate/tensor/stats.hpp"
 #include "dl_tensor.hpp"
 
@@ -21,29 +22,19 @@ using mate::device::Status;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// "Device" memory that is really host memory: exercises the chunked path and records the reads.
-class HostWrappingBackend : public Backend {
+// "Device" memory that is really host memory: exercises the chunked path and records the reads;
+// `fail` makes every read fail as a driver copy would.
+class HostWrappingBackend : public mate::testing::HostMemoryDevice {
  public:
-  Kind kind() const noexcept override { return Kind::Cuda; }
   const char* name() const noexcept override { return "test-cuda"; }
-  std::size_t granularity() const noexcept override { return 4096; }
-  std::size_t default_alignment() const noexcept override { return 256; }
-  Status reserve(std::size_t, std::uintptr_t*) noexcept override { return {1, "unsupported"}; }
-  Status release(std::uintptr_t, std::size_t) noexcept override { return {1, "unsupported"}; }
-  Status map(std::uintptr_t, std::size_t) noexcept override { return {1, "unsupported"}; }
-  Status unmap(std::uintptr_t, std::size_t) noexcept override { return {1, "unsupported"}; }
-  Status write(std::uintptr_t, const void*, std::size_t) noexcept override { return {1, "unsupported"}; }
-  Status fill(std::uintptr_t, unsigned char, std::size_t) noexcept override { return {1, "unsupported"}; }
-  Status synchronize() noexcept override { return {}; }
   Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept override {
-    ++reads;
-    max_read = std::max(max_read, bytes);
-    if (fail) return {5, "cuMemcpyDtoH"};
-    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
-    return {};
+    if (fail) {
+      ++reads;
+      max_read = std::max(max_read, bytes);
+      return {5, "cuMemcpyDtoH"};
+    }
+    return HostMemoryDevice::read(dst, src, bytes);
   }
-  int reads = 0;
-  std::size_t max_read = 0;
   bool fail = false;
 };
 
@@ -169,7 +160,7 @@ TEST(Stats, DeviceTensorsAreReadInBoundedChunks) {
   StatsResult r = compute_stats(TensorView(t), backend, StatsOptions{256});
   ASSERT_TRUE(r.stats) << r.unavailable;
   EXPECT_LE(backend.max_read, 256u);
-  EXPECT_EQ(backend.reads, 16);  // ceil(4000 / 256)
+  EXPECT_EQ(backend.reads, 16u);  // ceil(4000 / 256)
   EXPECT_EQ(r.stats->nan, 1);
   EXPECT_EQ(r.stats->max, 999);
   Stats host = host_stats(dl_view(buf.data(), ScalarType::F32, shape));
