@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "stopped_child.hpp"
 #include "host_memory_device.hpp"
 #include "mate/config.hpp"
 #include "mate/dump/call_record.hpp"
@@ -471,35 +472,25 @@ TEST_F(DumpTest, AProcessKilledWhileWritingATensorLeavesOnlyCompleteNamedFiles) 
     SCOPED_TRACE(k.phase + (k.safetensors ? " safetensors" : " mtensor"));
     configure({{Var::MATE_DUMP_SAFETENSORS, k.safetensors ? "1" : "0"}});
     fs::remove_all(root_ / "dumps");
-    int ready[2];
-    ASSERT_EQ(::pipe(ready), 0);
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::close(ready[0]);
+    const auto child = mate::testing::fork_until_stopped([&](int ready_fd) {
       FILE* e = std::freopen((root_ / "child_stderr.txt").c_str(), "w", stderr);
       (void)e;
-      StoppingBackend backend(root_ / "dumps", k.phase, ready[1]);
+      StoppingBackend backend(root_ / "dumps", k.phase, ready_fd);
       mate::tensor::set_device_backend(mate::device::Kind::Cuda, &backend);
       const std::size_t n = 3 * mate::dump::kDefaultChunkBytes / 4;  // 12 MiB: three chunks
       F32 x(std::vector<float>(n, 1.0f), {static_cast<std::int64_t>(n)}), out(std::vector<float>(n, 0.0f), {static_cast<std::int64_t>(n)});
       x.dl.device = out.dl.device = {kDLCUDA, 0};
       add_one(&x.dl, &out.dl);
-      std::_Exit(3);  // the dump finished: the backend never stopped it
-    }
-    ::close(ready[1]);
-    char byte = 0;
-    const bool stopped = ::read(ready[0], &byte, 1) == 1;
-    ::close(ready[0]);
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    });
+    ASSERT_GT(child.pid, 0);
+    const bool stopped = child.stopped;
+    const int status = mate::testing::kill_child(child.pid);
     ASSERT_TRUE(stopped) << "the child was not stopped mid-write (status " << status << ")";
     auto d = dirs();
     ASSERT_EQ(d.size(), 1u);
     const fs::path call = d[0];
     // On disk: complete files under their names, the interrupted one only as `.<name>.tmp.<pid>`.
-    const std::string temporary_suffix = ".tmp." + std::to_string(pid);
+    const std::string temporary_suffix = ".tmp." + std::to_string(child.pid);
     int temporaries = 0;
     for (const auto& e : fs::recursive_directory_iterator(call)) {
       if (!e.is_regular_file()) continue;

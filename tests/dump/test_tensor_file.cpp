@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "stopped_child.hpp"
 #include "host_memory_device.hpp"
 #include "mate/dump/call_record.hpp"
 #include "mate/dump/tensor_file.hpp"
@@ -257,13 +258,8 @@ TEST_F(TensorFileTest, AProcessKilledMidWriteLeavesNoFileUnderTheName) {
     const fs::path dir = dir_ / (safetensors ? "killed_st" : "killed_mt");
     fs::create_directories(dir);
     const std::string name = safetensors ? "inputs.safetensors" : "big.mtensor";
-    int ready[2];
-    ASSERT_EQ(::pipe(ready), 0);
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::close(ready[0]);
-      StoppingBackend backend(ready[1]);
+    const auto child = mate::testing::fork_until_stopped([&](int ready_fd) {
+      StoppingBackend backend(ready_fd);
       std::vector<float> data(std::size_t{1} << 20, 2.5f);  // 4 MiB, written in 1 MiB chunks
       std::vector<std::int64_t> shape{static_cast<std::int64_t>(data.size())};
       DLTensor t = dl_view(data.data(), ScalarType::F32, shape, nullptr);
@@ -272,12 +268,10 @@ TEST_F(TensorFileTest, AProcessKilledMidWriteLeavesNoFileUnderTheName) {
       const fs::path path = dir / name;
       if (safetensors) (void)mate::dump::write_safetensors(path, {{"x", mate::tensor::TensorView(t)}}, o);
       else (void)mate::dump::write_mtensor(path, mate::tensor::TensorView(t), o);
-      std::_Exit(3);  // the write finished: the backend never stopped it
-    }
-    ::close(ready[1]);
-    char byte = 0;
-    const bool stopped = ::read(ready[0], &byte, 1) == 1;
-    ::close(ready[0]);
+    });
+    ASSERT_GT(child.pid, 0);
+    const pid_t pid = child.pid;
+    const bool stopped = child.stopped;
     const std::string temporary = "." + name + ".tmp." + std::to_string(pid);
     std::vector<std::string> during;
     std::uintmax_t temporary_size = 0;
@@ -286,9 +280,7 @@ TEST_F(TensorFileTest, AProcessKilledMidWriteLeavesNoFileUnderTheName) {
       std::error_code ec;
       temporary_size = fs::file_size(dir / temporary, ec);
     }
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    const int status = mate::testing::kill_child(pid);
     ASSERT_TRUE(stopped) << "the child was not stopped mid-write (status " << status << ")";
     // Stopped with the first 1 MiB chunk written, under the temporary name only.
     EXPECT_EQ(during, std::vector<std::string>{temporary});
