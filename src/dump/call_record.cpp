@@ -191,8 +191,8 @@ CallOrder order_of(const std::string& path, const std::string& name) {
   try {
     const CallRecord c = read_call(path);  // authoritative where readable
     o.known = true;
-    o.pid = c.pid;
-    o.seq = c.seq;
+    if (c.pid != 0) o.pid = c.pid;  // else the name's, when it has one
+    if (c.seq != 0) o.seq = c.seq;  // sequence numbers start at 1
     if (!c.started.empty()) o.started = timestamp_digits(c.started);
     if (!c.process_first_started.empty()) o.process = timestamp_digits(c.process_first_started);
   } catch (const DumpError&) {
@@ -222,6 +222,28 @@ std::vector<std::string> find_call_dirs(const std::string& path) {
   for (CallOrder& c : calls) {
     auto it = processes.find(c.pid);
     if (c.known && c.process.empty() && it != processes.end() && it->second.size() == 1) c.process = *it->second.begin();
+  }
+  // Calls that still have no process (older dumps, unreadable call.json): a pid's calls, in time
+  // order, are one process until a sequence number repeats, which only a later process reusing
+  // the pid can do (within a process every call has its own). Such a process starts at its first
+  // call.
+  std::map<long, std::vector<CallOrder*>> unattributed;
+  for (CallOrder& c : calls)
+    if (c.known && c.process.empty()) unattributed[c.pid].push_back(&c);
+  for (auto& [pid, list] : unattributed) {
+    std::sort(list.begin(), list.end(), [](const CallOrder* a, const CallOrder* b) {
+      return std::tie(a->started, a->name) < std::tie(b->started, b->name);
+    });
+    std::set<std::uint64_t> seqs;
+    std::string start;
+    for (CallOrder* c : list) {
+      if (start.empty() || seqs.count(c->seq) != 0) {
+        seqs.clear();
+        start = c->started;
+      }
+      seqs.insert(c->seq);
+      c->process = start;
+    }
   }
   // A process starts at its first call: the recorded process_first_started, else the start of
   // its lowest-numbered call here.

@@ -83,14 +83,27 @@ bool NewFile::write(const void* data, std::size_t bytes) {
 
 namespace {
 
+bool unsupported(int error) { return error == EINVAL || error == ENOSYS || error == ENOTSUP || error == EPERM; }
+
 // rename(2) that never replaces `to`: renameat2(RENAME_NOREPLACE) where the file system has it,
-// else link + unlink (link fails on an existing name too).
+// else link + unlink (link fails on an existing name too), else — a file system with neither
+// (vfat, exFAT, some FUSE mounts) or a sandbox refusing them — a plain rename after checking that
+// `to` does not exist: the race it leaves cannot come from the writer, which never writes one
+// name twice (each call directory belongs to one pid and sequence number).
 int rename_no_replace(const char* from, const char* to) {
   if (::renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
-  if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) return -1;
-  if (::link(from, to) != 0) return -1;
-  ::unlink(from);
-  return 0;
+  if (!unsupported(errno)) return -1;
+  if (::link(from, to) == 0) {
+    ::unlink(from);  // if this fails the temporary stays beside the complete file; nothing names it
+    return 0;
+  }
+  if (errno != EPERM && errno != EOPNOTSUPP) return -1;
+  struct stat st {};
+  if (::lstat(to, &st) == 0) {
+    errno = EEXIST;
+    return -1;
+  }
+  return ::rename(from, to);
 }
 
 }  // namespace

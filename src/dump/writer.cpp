@@ -99,8 +99,10 @@ struct State {
   bool warned_count = false, warned_size = false, warned_io = false;
   std::map<std::uint64_t, ActiveDump> active;  // by call sequence number
   // `started` of the process's first dumped call, in every call.json: with the pid it tells
-  // processes apart (pids are reused) and orders them for replay. Kept by reconfigure().
+  // processes apart (pids are reused) and orders them for replay. Kept by reconfigure(); a
+  // forked child (another pid) starts its own.
   std::string first_started;
+  pid_t first_pid = 0;
 };
 
 State& state() {
@@ -301,6 +303,9 @@ std::string write_tensors(const std::string& dir, const std::vector<TensorJob>& 
     }
   }
   if (std::string error = detail::sync_directory(phase_dir); !error.empty()) return error;
+  // ... and the call directory, whose entry for inputs/ or outputs/ the files are reached by.
+  if (phase_dir != dir)
+    if (std::string error = detail::sync_directory(dir); !error.empty()) return error;
   for (const TensorJob& j : jobs)
     if (meta[j.slot].value("error", "") == kPending) name_file(meta, j, safetensors);
   return "";
@@ -431,7 +436,10 @@ class Writer final : public log::CallHook {
         return;
       }
       if (!ensure_root_locked(s)) return;
-      if (s.first_started.empty()) s.first_started = d.meta["started"].get<std::string>();
+      if (s.first_started.empty() || s.first_pid != ::getpid()) {
+        s.first_started = d.meta["started"].get<std::string>();
+        s.first_pid = ::getpid();
+      }
       d.meta["process_first_started"] = s.first_started;
       ++s.totals.calls;
       s.reserved += d.reserved;

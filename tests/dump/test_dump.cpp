@@ -225,6 +225,33 @@ TEST_F(DumpTest, DirectoriesAreFoundInCallOrderAndNeverCollideAcrossThreads) {
   for (std::size_t i = 1; i < d.size(); ++i) EXPECT_LT(mate::dump::read_call(d[i - 1]).seq, mate::dump::read_call(d[i]).seq);
 }
 
+// A forked child is another process: its calls record its own first call, not its parent's.
+TEST_F(DumpTest, AForkedChildRecordsItsOwnFirstCall) {
+  F32 x({1}, {1});
+  skip_me(&x.dl);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    skip_me(&x.dl);
+    skip_me(&x.dl);
+    std::_Exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::vector<mate::dump::CallRecord> parent, child;
+  for (const std::string& d : dirs()) {
+    mate::dump::CallRecord c = mate::dump::read_call(d);
+    (c.pid == static_cast<long>(pid) ? child : parent).push_back(c);
+  }
+  ASSERT_EQ(parent.size(), 1u);
+  ASSERT_EQ(child.size(), 2u);
+  EXPECT_LE(parent[0].process_first_started, parent[0].started);  // this process's first dump (maybe an earlier test's)
+  EXPECT_NE(child[0].process_first_started, parent[0].process_first_started);
+  EXPECT_EQ(child[0].process_first_started, child[1].process_first_started);
+  EXPECT_EQ(child[0].process_first_started, std::min(child[0].started, child[1].started));
+}
+
 // A call directory as the writer names it, with a minimal call.json.
 void make_call(const fs::path& root, const std::string& stamp, long pid, std::uint64_t seq, const std::string& process,
                const std::string& started) {
@@ -276,6 +303,35 @@ TEST_F(DumpTest, CallDirectoriesAreFoundInCallOrderNotNameOrder) {
   EXPECT_EQ(names, (std::vector<std::string>{"20261122_100000_001_pid10_call00000001_t.f1",
                                              "20261122_100000_005_pid9_call00000001_t.f1",
                                              "20261122_100000_004_pid9_call00000002_t.f2"}));
+  // ... until a sequence number repeats: a later process reused the pid, and is not interleaved.
+  const fs::path reused = root_ / "reused";
+  make_call(reused, "20261122_100000_000", 77, 1, "", "2026-11-22T10:00:00.000000Z");
+  make_call(reused, "20261122_100000_002", 77, 2, "", "2026-11-22T10:00:00.002000Z");
+  make_call(reused, "20261122_100000_001", 77, 3, "", "2026-11-22T10:00:00.001000Z");
+  make_call(reused, "20261122_110000_000", 77, 1, "", "2026-11-22T11:00:00.000000Z");
+  make_call(reused, "20261122_110000_001", 77, 2, "", "2026-11-22T11:00:00.001000Z");
+  names.clear();
+  for (const std::string& d : mate::dump::find_call_dirs(reused.string())) names.push_back(fs::path(d).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "20261122_100000_000_pid77_call00000001_t.f1", "20261122_100000_002_pid77_call00000002_t.f2",
+                       "20261122_100000_001_pid77_call00000003_t.f3", "20261122_110000_000_pid77_call00000001_t.f1",
+                       "20261122_110000_001_pid77_call00000002_t.f2"}));
+  // A call.json without "pid" keeps the pid of its directory's name.
+  const fs::path nopid = root_ / "nopid";
+  make_call(nopid, "20261122_100000_000", 5, 1, "", "2026-11-22T10:00:00.000000Z");
+  make_call(nopid, "20261122_100000_001", 5, 2, "", "2026-11-22T10:00:00.001000Z");
+  make_call(nopid, "20261122_100000_002", 5, 3, "", "2026-11-22T10:00:00.002000Z");
+  {
+    const fs::path second = nopid / "20261122_100000_001_pid5_call00000002_t.f2" / "call.json";
+    json j = json::parse(read_file(second));
+    j.erase("pid");
+    std::ofstream(second) << j.dump();
+  }
+  names.clear();
+  for (const std::string& d : mate::dump::find_call_dirs(nopid.string())) names.push_back(fs::path(d).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"20261122_100000_000_pid5_call00000001_t.f1",
+                                             "20261122_100000_001_pid5_call00000002_t.f2",
+                                             "20261122_100000_002_pid5_call00000003_t.f3"}));
 }
 
 TEST_F(DumpTest, LevelFiveDoesNotDump) {
