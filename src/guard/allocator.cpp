@@ -472,16 +472,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
       w.str("mate guard: invalid free of ").hex(ptr).str(": not a pointer this allocator returned");
       if (d.found) {
         w.str("; it lies ");
-        if (d.relation == Relation::Inside) {
-          w.dec(d.offset).str(" bytes after the start of ");
-        } else if (d.relation == Relation::BeforeStart) {
-          w.dec(d.offset).str(" bytes before the start of ");
-        } else {
-          w.dec(d.offset).str(" bytes past the end of ");
-        }
-        w.str(d.state == State::Live ? "live" : "freed").str(" allocation #").dec(d.id).str(" of ").dec(d.size)
-            .str(" bytes at ");
-        write_range(w, d.user, d.size);
+        write_place(w, d);
       }
       w.chr('\n');
     }

@@ -82,16 +82,7 @@ void write_description(int fd, const Description& d, const char* backend_name) n
     w.str("no guarded allocation at or near that address\n");
     return;
   }
-  if (d.relation == Relation::Inside) {
-    w.dec(d.offset).str(" bytes from the start of ");
-  } else if (d.relation == Relation::BeforeStart) {
-    w.dec(d.offset).str(" bytes before the start of ");
-  } else {
-    w.dec(d.offset).str(" bytes past the end of ");
-  }
-  w.str(d.state == State::Quarantined ? "freed " : "live ").str("allocation #").dec(d.id).str(" of ").dec(d.size)
-      .str(" bytes at ");
-  write_range(w, d.user, d.size);
+  write_place(w, d);
   w.str(" (").str(to_string(d.mode)).str(" mode, ").str(backend_name).str(" memory, reserved ");
   write_range(w, d.reservation, d.reserved);
   w.chr(')');

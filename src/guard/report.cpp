@@ -59,6 +59,19 @@ void write_allocation(ReportWriter& w, const Slot& s, const char* backend) noexc
   w.chr(')');
 }
 
+void write_place(ReportWriter& w, const Description& d) noexcept {
+  if (d.relation == Relation::Inside) {
+    w.dec(d.offset).str(" bytes from the start of ");
+  } else if (d.relation == Relation::BeforeStart) {
+    w.dec(d.offset).str(" bytes before the start of ");
+  } else {
+    w.dec(d.offset).str(" bytes past the end of ");
+  }
+  w.str(d.state == State::Quarantined ? "freed" : "live").str(" allocation #").dec(d.id).str(" of ").dec(d.size)
+      .str(" bytes at ");
+  write_range(w, d.user, d.size);
+}
+
 void write_frames(int fd, const char* title, void* const* frames, int count, pid_t tid) noexcept {
   {
     ReportWriter w(fd);

@@ -33,6 +33,10 @@ class ReportWriter {
 void write_range(ReportWriter& w, std::uintptr_t begin, std::size_t bytes) noexcept;
 // "allocation #id of N bytes at [user, user+n) (tail mode, host, reservation [...])"
 void write_allocation(ReportWriter& w, const Slot& s, const char* backend) noexcept;
+// Where a described address lies: "<n> bytes from the start of | before the start of | past the
+// end of <live|freed> allocation #id of N bytes at [user, user+n)" (invalid-free reports and
+// write_description).
+void write_place(ReportWriter& w, const Description& d) noexcept;
 // One backtrace, symbolized with backtrace_symbols_fd.
 void write_frames(int fd, const char* title, void* const* frames, int count, pid_t tid) noexcept;
 // The same for a backtrace stored in `depot` (handle 0: none).

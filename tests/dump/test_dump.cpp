@@ -265,6 +265,13 @@ void make_call(const fs::path& root, const std::string& stamp, long pid, std::ui
   std::ofstream(root / name / "call.json") << j.dump();
 }
 
+// The directory names find_call_dirs returns, in its order.
+std::vector<std::string> call_names(const fs::path& root) {
+  std::vector<std::string> names;
+  for (const std::string& d : mate::dump::find_call_dirs(root.string())) names.push_back(fs::path(d).filename().string());
+  return names;
+}
+
 // Names sort by timestamp, which threads and processes interleave; calls are found in the
 // order they were made: processes by their first call, each process's calls by seq.
 TEST_F(DumpTest, CallDirectoriesAreFoundInCallOrderNotNameOrder) {
@@ -285,8 +292,7 @@ TEST_F(DumpTest, CallDirectoriesAreFoundInCallOrderNotNameOrder) {
   fs::create_directories(r / "20261122_110000_002_pid500_call00000003_t.f3");  // no call.json
   // A directory whose name does not parse comes last.
   fs::create_directories(r / "renamed_pid_call");
-  std::vector<std::string> names;
-  for (const std::string& d : mate::dump::find_call_dirs(r.string())) names.push_back(fs::path(d).filename().string());
+  std::vector<std::string> names = call_names(r);
   EXPECT_EQ(names, (std::vector<std::string>{
                        "20261122_100000_003_pid500_call00000001_t.f1", "20261122_100000_001_pid500_call00000002_t.f2",
                        "20261122_100000_009_pid500_call00000003_t.f3", "20261122_100000_002_pid42_call00000007_t.f7",
@@ -298,8 +304,7 @@ TEST_F(DumpTest, CallDirectoriesAreFoundInCallOrderNotNameOrder) {
   make_call(old, "20261122_100000_005", 9, 1, "", "2026-11-22T10:00:00.005000Z");
   make_call(old, "20261122_100000_004", 9, 2, "", "2026-11-22T10:00:00.004000Z");
   make_call(old, "20261122_100000_001", 10, 1, "", "2026-11-22T10:00:00.001000Z");
-  names.clear();
-  for (const std::string& d : mate::dump::find_call_dirs(old.string())) names.push_back(fs::path(d).filename().string());
+  names = call_names(old);
   EXPECT_EQ(names, (std::vector<std::string>{"20261122_100000_001_pid10_call00000001_t.f1",
                                              "20261122_100000_005_pid9_call00000001_t.f1",
                                              "20261122_100000_004_pid9_call00000002_t.f2"}));
@@ -310,8 +315,7 @@ TEST_F(DumpTest, CallDirectoriesAreFoundInCallOrderNotNameOrder) {
   make_call(reused, "20261122_100000_001", 77, 3, "", "2026-11-22T10:00:00.001000Z");
   make_call(reused, "20261122_110000_000", 77, 1, "", "2026-11-22T11:00:00.000000Z");
   make_call(reused, "20261122_110000_001", 77, 2, "", "2026-11-22T11:00:00.001000Z");
-  names.clear();
-  for (const std::string& d : mate::dump::find_call_dirs(reused.string())) names.push_back(fs::path(d).filename().string());
+  names = call_names(reused);
   EXPECT_EQ(names, (std::vector<std::string>{
                        "20261122_100000_000_pid77_call00000001_t.f1", "20261122_100000_002_pid77_call00000002_t.f2",
                        "20261122_100000_001_pid77_call00000003_t.f3", "20261122_110000_000_pid77_call00000001_t.f1",
@@ -327,8 +331,7 @@ TEST_F(DumpTest, CallDirectoriesAreFoundInCallOrderNotNameOrder) {
     j.erase("pid");
     std::ofstream(second) << j.dump();
   }
-  names.clear();
-  for (const std::string& d : mate::dump::find_call_dirs(nopid.string())) names.push_back(fs::path(d).filename().string());
+  names = call_names(nopid);
   EXPECT_EQ(names, (std::vector<std::string>{"20261122_100000_000_pid5_call00000001_t.f1",
                                              "20261122_100000_001_pid5_call00000002_t.f2",
                                              "20261122_100000_002_pid5_call00000003_t.f3"}));

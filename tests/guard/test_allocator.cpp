@@ -254,7 +254,7 @@ TEST(GuardAllocator, DoubleAndInvalidFreeAreReported) {
   EXPECT_EQ(g.deallocate(r.ptr), FreeResult::DoubleFree);
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_THAT(err, HasSubstr("invalid free of"));
-  EXPECT_THAT(err, HasSubstr("it lies 8 bytes after the start of live allocation #1 of 40 bytes"));
+  EXPECT_THAT(err, HasSubstr("it lies 8 bytes from the start of live allocation #1 of 40 bytes"));
   EXPECT_THAT(err, HasSubstr("double free of"));
   auto s = g.stats();
   EXPECT_EQ(s.double_frees, 1u);

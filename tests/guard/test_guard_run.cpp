@@ -109,7 +109,7 @@ TEST_F(GuardRun, FreeOfAPointerIntoABufferIsAnInvalidFree) {
   auto r = run({MATE_BINARY, "guard-run", "--", MATE_HEAP_BUG, "free_inside"});
   EXPECT_EQ(r.exit_code, 128 + 6) << r.err;
   EXPECT_THAT(r.err, HasSubstr("mate guard: invalid free of "));
-  EXPECT_THAT(r.err, HasSubstr("it lies 4 bytes after the start of live allocation #"));
+  EXPECT_THAT(r.err, HasSubstr("it lies 4 bytes from the start of live allocation #"));
   EXPECT_THAT(r.err, HasSubstr(" of 4000 bytes at ["));
 }
 
@@ -118,7 +118,7 @@ TEST_F(GuardRun, ReallocOfAPointerIntoABufferIsAnInvalidFree) {
   auto r = run({MATE_BINARY, "guard-run", "--", MATE_HEAP_BUG, "realloc_inside"});
   EXPECT_EQ(r.exit_code, 128 + 6) << r.err;
   EXPECT_THAT(r.err, HasSubstr("mate guard: invalid free of "));
-  EXPECT_THAT(r.err, HasSubstr("it lies 4 bytes after the start of live allocation #"));
+  EXPECT_THAT(r.err, HasSubstr("it lies 4 bytes from the start of live allocation #"));
   EXPECT_THAT(r.err, HasSubstr(" of 4000 bytes at ["));
 }
 
