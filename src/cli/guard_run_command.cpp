@@ -36,12 +36,12 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
     // Checked here so that a bad value is a usage error before the child starts.
     (void)config::guard_min_bytes();
     (void)config::guard_quarantine_mb();
-    (void)config::guard_backtraces();
+    if (!flags->no_backtraces) (void)config::guard_backtraces();  // the flag replaces it
     guard::GuardRunOptions options;
     options.mode = flags->mode == "head" ? guard::Mode::Head : guard::Mode::Tail;
     options.sync_on_free = !flags->no_sync_on_free;
     options.log_allocations = flags->log_allocations;
-    options.backtraces = !flags->no_backtraces && config::guard_backtraces();
+    options.backtraces = !flags->no_backtraces && config::guard_backtraces();  // 0 is inherited anyway
     exit_code = guard::run_guarded(flags->command, options);
   });
 }

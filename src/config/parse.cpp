@@ -62,8 +62,10 @@ NumberSpec number_spec(std::string_view accepts) {
 
 std::string_view number_word(Type t) { return t == Type::Int ? "an integer" : "a number"; }
 
-// The shortest text that reads back as x ("0.5", "1024", "1e+20").
+// Whole numbers in full ("1000000", as fmt's "{}" wrote them), others as the shortest text
+// that reads back as x ("0.5").
 std::string number_text(double x) {
+  if (x == std::trunc(x) && std::fabs(x) < 1e15) return std::to_string(static_cast<std::int64_t>(x));
   char text[32];
   auto [end, ec] = std::to_chars(text, text + sizeof text, x);
   return ec == std::errc() ? std::string(text, end) : std::string("?");

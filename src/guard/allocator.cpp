@@ -297,7 +297,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
               "guard allocator: max_allocations allocations are live; raise max_allocations"};
     }
     Slot& s = table_->slot(index);
-    id = table_->next_id++;
+    id = table_->next_id++ & Slot::kIdMask;  // as reports and free lines show it
     s.set_id(id);
     s.set_placement(base, reserved, mapping, mapped);
     s.user = user;
@@ -520,6 +520,8 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
 }
 
 bool GuardAllocator::owns(std::uintptr_t ptr) const noexcept {
+  // Most pointers a preloaded free() asks about are glibc's: answered without the lock.
+  if (!may_hold(ptr)) return false;
   std::lock_guard lock(table_->mutex);
   return table_->index_find(ptr) != kNoSlot;
 }

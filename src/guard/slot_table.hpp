@@ -47,6 +47,7 @@ struct Slot {
   std::atomic<std::uint8_t> state;  // State
   Mode mode;
 
+  static constexpr std::uint64_t kIdMask = (std::uint64_t{1} << 48) - 1;
   std::uint64_t id() const noexcept { return (std::uint64_t{id_high} << 32) | id_low; }
   std::size_t reserved() const noexcept { return std::size_t{reserved_units} << kUnitShift; }
   std::uintptr_t mapping() const noexcept { return reservation + (std::uintptr_t{mapping_units} << kUnitShift); }

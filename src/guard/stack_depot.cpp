@@ -52,7 +52,10 @@ void StackDepot::grow_buckets() noexcept {
   const std::size_t bigger = bucket_count_ * 2;
   void* p = mmap(nullptr, bigger * sizeof(std::uint32_t), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return;  // longer chains, still correct
+  if (p == MAP_FAILED) {  // longer chains, still correct
+    growth_failed_ = true;
+    return;
+  }
   auto* fresh = static_cast<std::uint32_t*>(p);
   const std::uint32_t used = used_.load(std::memory_order_relaxed);
   for (std::uint32_t k = 1; k <= used; ++k) {
@@ -70,7 +73,7 @@ std::uint32_t StackDepot::put(void* const* frames, int count) noexcept {
   if (count <= 0) return 0;
   if (count > kMaxFrames) count = kMaxFrames;
   const std::uint64_t h = hash_frames(frames, count);
-  if (used_.load(std::memory_order_relaxed) >= 2 * bucket_count_) grow_buckets();
+  if (!growth_failed_ && used_.load(std::memory_order_relaxed) >= 2 * bucket_count_) grow_buckets();
   std::uint32_t& bucket = buckets_[h & (bucket_count_ - 1)];
   for (std::uint32_t k = bucket; k != 0; k = records_[k - 1].next) {
     const Record& r = records_[k - 1];

@@ -47,6 +47,7 @@ class StackDepot {
   Record* records_;           // handle h lives at records_[h - 1]
   std::uint32_t* buckets_;    // first handle of each chain
   std::size_t bucket_count_ = kFirstBuckets;  // a power of two
+  bool growth_failed_ = false;  // no mmap retry on every put() once the system said no
 };
 
 }  // namespace mate::guard

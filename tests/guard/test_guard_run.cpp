@@ -202,6 +202,8 @@ TEST_F(GuardRun, NoBacktracesLeavesTheStacksOutOfTheReport) {
   auto rejected = run({MATE_BINARY, "guard-run", "--", "true"}, bad);
   EXPECT_EQ(rejected.exit_code, 2);
   EXPECT_THAT(rejected.err, HasSubstr("MATE_GUARD_BACKTRACES='sometimes' is invalid: not a boolean"));
+  // The flag replaces the variable, whatever it says.
+  EXPECT_EQ(run({MATE_BINARY, "guard-run", "--no-backtraces", "--", "true"}, bad).exit_code, 0);
 }
 
 // The preload adds no library of its own to a guarded program beyond the C++ runtime: every
