@@ -54,3 +54,7 @@ run "MATE guard, tail" "$mate" guard-run --mode tail --
 run "MATE guard, head" "$mate" guard-run --mode head --
 # The same protection as Electric Fence's default (freed memory reused at once, no quarantine).
 run "MATE guard, tail, no quarantine" env MATE_GUARD_QUARANTINE_MB=0 "$mate" guard-run --mode tail --
+# Without backtraces (the unwinder then never reads the program's unwind tables).
+run "MATE guard, tail, no backtraces" "$mate" guard-run --mode tail --no-backtraces --
+# What Electric Fence records: no quarantine, no backtraces.
+run "MATE guard, tail, no quarantine, no backtraces" env MATE_GUARD_QUARANTINE_MB=0 "$mate" guard-run --mode tail --no-backtraces --

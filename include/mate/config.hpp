@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,8 +58,8 @@ struct VarInfo {
   std::string_view doc;
 };
 
-// Every variable, in declaration order.
-const std::vector<VarInfo>& all_variables();
+// Every variable, in declaration order (a constant table: reading it allocates nothing).
+std::span<const VarInfo> all_variables();
 const VarInfo& info(Var v);
 // nullptr when the name is not a registered variable.
 const VarInfo* find(std::string_view name);
@@ -99,6 +100,20 @@ Value get(Var v);
 // Reads the environment without allocating, for code that runs before malloc is usable
 // (the guard allocator's preload shim). Returns nullptr when unset. No override applies.
 const char* raw_env_unsafe(Var v) noexcept;
+
+// The value of a Bool, Int or Enum variable, parsed by the same rules as parse() without
+// allocating or throwing: what the guard's preload library reads at start-up, where every page
+// of code it runs is charged to the guarded program. `choice` (Enum) points into the registry's
+// table. ok is false when the text is not accepted (parse() says why) or the variable has
+// another type; `set` is false when the text is blank and the variable has no default.
+struct Scalar {
+  bool ok = false;
+  bool set = false;
+  bool b = false;
+  std::int64_t i = 0;
+  std::string_view choice;
+};
+Scalar parse_scalar(Var v, std::string_view text) noexcept;
 
 // Typed getters, one per variable: bool, std::int64_t, double, std::string, or
 // std::vector<std::string> by type. Throw ConfigError on invalid values.

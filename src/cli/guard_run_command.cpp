@@ -1,4 +1,5 @@
-// `mate guard-run [--mode tail|head] [--log-allocations] [--no-sync-on-free] -- CMD ARGS...`:
+// `mate guard-run [--mode tail|head] [--log-allocations] [--no-sync-on-free] [--no-backtraces]
+//  -- CMD ARGS...`:
 // runs CMD with the guarded allocator installed before its first allocation.
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
     std::string mode = "tail";
     bool log_allocations = false;
     bool no_sync_on_free = false;
+    bool no_backtraces = false;
     std::vector<std::string> command;
   };
   auto flags = std::make_shared<Flags>();
@@ -26,15 +28,20 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"tail", "head"}));
   cmd->add_flag("--log-allocations", flags->log_allocations, "One line per guarded alloc/free on stderr");
   cmd->add_flag("--no-sync-on-free", flags->no_sync_on_free, "Do not synchronize the device before checking canaries");
+  cmd->add_flag("--no-backtraces", flags->no_backtraces,
+                "Record no allocation/free backtraces: faster and lighter, reports without stacks "
+                "(MATE_GUARD_BACKTRACES=0)");
   cmd->add_option("command", flags->command, "The program and its arguments, after --")->required()->expected(-1);
   cmd->callback([flags, &exit_code] {
     // Checked here so that a bad value is a usage error before the child starts.
     (void)config::guard_min_bytes();
     (void)config::guard_quarantine_mb();
+    if (!flags->no_backtraces) (void)config::guard_backtraces();  // the flag replaces it
     guard::GuardRunOptions options;
     options.mode = flags->mode == "head" ? guard::Mode::Head : guard::Mode::Tail;
     options.sync_on_free = !flags->no_sync_on_free;
     options.log_allocations = flags->log_allocations;
+    options.backtraces = !flags->no_backtraces && config::guard_backtraces();  // 0 is inherited anyway
     exit_code = guard::run_guarded(flags->command, options);
   });
 }

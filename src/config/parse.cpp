@@ -1,11 +1,14 @@
 // Strict parsing of variable values. Every rejection names the variable, the value and what is
 // accepted, so a user can fix a launch script without reading MATE's source.
+//
+// No fmt here, on purpose: the guard's preload library parses its variables with this file, and
+// it must not load libfmt into every program `mate guard-run` starts (each library it loads costs
+// the guarded program resident pages; bench/README.md "guard"). Messages are built with
+// std::string and std::to_chars.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "config_internal.hpp"
 #include "mate/config.hpp"
@@ -18,13 +21,6 @@ ConfigError::ConfigError(std::string variable, std::string value, std::string me
       value_(std::move(value)) {}
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> parts;
@@ -66,26 +62,48 @@ NumberSpec number_spec(std::string_view accepts) {
 
 std::string_view number_word(Type t) { return t == Type::Int ? "an integer" : "a number"; }
 
-std::string fmt_number(double x) { return fmt::format("{}", x); }
+// Whole numbers in full ("1000000", as fmt's "{}" wrote them), others as the shortest text
+// that reads back as x ("0.5").
+std::string number_text(double x) {
+  if (x == std::trunc(x) && std::fabs(x) < 1e15) return std::to_string(static_cast<std::int64_t>(x));
+  char text[32];
+  auto [end, ec] = std::to_chars(text, text + sizeof text, x);
+  return ec == std::errc() ? std::string(text, end) : std::string("?");
+}
+
+template <typename Items>
+std::string joined(const Items& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += ", ";
+    out += item;
+  }
+  return out;
+}
 
 [[noreturn]] void reject(const VarInfo& v, std::string_view value, std::string_view why) {
   throw ConfigError(
       std::string(v.name), std::string(value),
-      fmt::format("{}='{}' is invalid: {}; accepted: {}. Run `mate env --all` for the reference.",
-                  v.name, value, why, accepted_values(v.id)));
+      std::string(v.name) + "='" + std::string(value) + "' is invalid: " + std::string(why) +
+          "; accepted: " + accepted_values(v.id) + ". Run `mate env --all` for the reference.");
 }
 
-bool parse_bool(const VarInfo& v, std::string_view text) {
-  const std::string t = lower(text);
-  if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
-  if (t == "0" || t == "false" || t == "no" || t == "off") return false;
-  reject(v, text, "not a boolean");
+[[noreturn]] void reject(const VarInfo& v, std::string_view value, Rejection why) {
+  switch (why) {
+    case Rejection::NotBoolean: reject(v, value, "not a boolean");
+    case Rejection::NotInteger: reject(v, value, "not an integer");
+    case Rejection::NotInSet: reject(v, value, "not one of the supported values");
+    case Rejection::OutOfRange: reject(v, value, "out of range");
+    case Rejection::NotChoice:
+    case Rejection::None: break;
+  }
+  reject(v, value, "not a supported choice");
 }
 
 template <typename T>
 T parse_checked_number(const VarInfo& v, std::string_view text) {
   auto n = parse_number<T>(text);
-  if (!n) reject(v, text, fmt::format("not {}", number_word(v.type)));
+  if (!n) reject(v, text, "not " + std::string(number_word(v.type)));
   const double x = static_cast<double>(*n);
   if (!std::isfinite(x)) reject(v, text, "not a finite number");
   const NumberSpec spec = number_spec(v.accepts);
@@ -95,12 +113,6 @@ T parse_checked_number(const VarInfo& v, std::string_view text) {
   return *n;
 }
 
-std::string parse_enum(const VarInfo& v, std::string_view text) {
-  const std::string t = lower(text);
-  for (auto choice : split(v.accepts, '|'))
-    if (t == choice) return t;
-  reject(v, text, "not a supported choice");
-}
 
 std::vector<std::string> parse_patterns(std::string_view text) {
   std::vector<std::string> out;
@@ -130,7 +142,7 @@ std::vector<std::string> parse_arch_list(const VarInfo& v, std::string_view text
     if (j > i) {
       std::string_view item = text.substr(i, j - i);
       if (!is_arch(item))
-        reject(v, text, fmt::format("'{}' is not a major.minor architecture", item));
+        reject(v, text, "'" + std::string(item) + "' is not a major.minor architecture");
       out.emplace_back(item);
     }
     i = j;
@@ -139,12 +151,6 @@ std::vector<std::string> parse_arch_list(const VarInfo& v, std::string_view text
 }
 
 }  // namespace
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 std::string accepted_values(Var id) {
   const VarInfo& v = info(id);
@@ -156,17 +162,16 @@ std::string accepted_values(Var id) {
       const NumberSpec spec = number_spec(v.accepts);
       if (!spec.set.empty()) {
         std::vector<std::string> items;
-        for (double x : spec.set) items.push_back(fmt_number(x));
-        return fmt::format("one of {}", fmt::join(items, ", "));
+        for (double x : spec.set) items.push_back(number_text(x));
+        return "one of " + joined(items);
       }
       if (spec.lo && spec.hi)
-        return fmt::format("{} from {} to {}", number_word(v.type), fmt_number(*spec.lo),
-                           fmt_number(*spec.hi));
-      if (spec.lo) return fmt::format("{} >= {}", number_word(v.type), fmt_number(*spec.lo));
+        return std::string(number_word(v.type)) + " from " + number_text(*spec.lo) + " to " + number_text(*spec.hi);
+      if (spec.lo) return std::string(number_word(v.type)) + " >= " + number_text(*spec.lo);
       return std::string(number_word(v.type));
     }
     case Type::Enum:
-      return fmt::format("one of {}", fmt::join(split(v.accepts, '|'), ", "));
+      return "one of " + joined(split(v.accepts, '|'));
     case Type::PatternList:
       return "comma-separated fnmatch patterns";
     case Type::ArchList:
@@ -185,19 +190,23 @@ Value parse(Var id, std::string_view text) {
   if (text.empty()) text = v.default_value;
   Value out;
   if (text.empty()) return out;  // unset with no default: the consumer decides
+  Rejection why = Rejection::None;
   switch (v.type) {
     case Type::Bool:
-      out.b = parse_bool(v, text);
+      why = read_bool(text, &out.b);
       break;
     case Type::Int:
-      out.i = parse_checked_number<std::int64_t>(v, text);
+      why = read_int(text, v.accepts, &out.i);
       break;
     case Type::Float:
       out.f = parse_checked_number<double>(v, text);
       break;
-    case Type::Enum:
-      out.s = parse_enum(v, text);
+    case Type::Enum: {
+      std::string_view choice;
+      why = read_choice(text, v.accepts, &choice);
+      out.s = std::string(choice);
       break;
+    }
     case Type::String:
     case Type::Path:
       out.s = std::string(text);
@@ -209,6 +218,7 @@ Value parse(Var id, std::string_view text) {
       out.list = parse_arch_list(v, text);
       break;
   }
+  if (why != Rejection::None) reject(v, text, why);
   return out;
 }
 

@@ -82,17 +82,19 @@ LatchSlot& latched(const VarInfo& v) {
   return slot;
 }
 
-}  // namespace
-
-const std::vector<VarInfo>& all_variables() {
-  static const std::vector<VarInfo> table = {
+// A constant table: built by the compiler, never at run time (the guard's preload reads it
+// before the program's allocator may be used).
+constexpr VarInfo kVariables[] = {
 #define MATE_VAR(getter, NAME, TYPE, DEFAULT, SHOWN, CATEGORY, POLICY, ACCEPTS, DOC) \
   VarInfo{Var::NAME, #NAME, Type::TYPE, DEFAULT, SHOWN, Category::CATEGORY, Policy::POLICY, ACCEPTS, DOC},
 #include "mate/config_variables.inc"
 #undef MATE_VAR
-  };
-  return table;
-}
+};
+static_assert(std::size(kVariables) == kCount);
+
+}  // namespace
+
+std::span<const VarInfo> all_variables() { return kVariables; }
 
 const VarInfo& info(Var v) { return all_variables()[static_cast<std::size_t>(v)]; }
 

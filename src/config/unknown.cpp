@@ -6,7 +6,6 @@
 #include <mutex>
 #include <numeric>
 
-#include <fmt/format.h>
 
 #include "mate/config.hpp"
 
@@ -68,8 +67,7 @@ void warn_unknown_variables_once() {
       }
     }
     for (const UnknownVariable& u : unknown_variables()) {
-      std::string hint = u.suggestion.empty() ? std::string()
-                                              : fmt::format(" (did you mean {}?)", u.suggestion);
+      std::string hint = u.suggestion.empty() ? std::string() : " (did you mean " + u.suggestion + "?)";
       std::fprintf(stderr,
                    "mate: warning: unknown environment variable %s%s; it has no effect. "
                    "Run `mate env --all` for the known ones, MATE_WARN_UNKNOWN_ENV=0 to silence.\n",

@@ -3,9 +3,8 @@
 
 #include <dlfcn.h>
 
-#include <fmt/format.h>
-
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include "mate/config.hpp"
@@ -28,9 +27,9 @@ bool resolve(Api* api, std::string* reason) {
     dlerror();                                                                               \
     void* address = dlsym(api->handle, symbol.c_str());                                      \
     if (address == nullptr) {                                                                \
-      *reason = fmt::format("{}: missing entry point {} (a driver too old for the "          \
-                            "virtual-memory API, or not a {} driver)",                       \
-                            api->library, symbol, kind_name(api->kind));                      \
+      *reason = api->library + ": missing entry point " + symbol +                           \
+                " (a driver too old for the virtual-memory API, or not a " +                 \
+                kind_name(api->kind) + " driver)";                                           \
       return false;                                                                          \
     }                                                                                        \
     api->member = reinterpret_cast<ret(*) params>(address);                                  \
@@ -97,8 +96,8 @@ const char* error_string(const Api& api, Result result) noexcept {
 }
 
 std::string describe_result(const Api& api, const char* call, Result result) {
-  return fmt::format("{}: {} ({}, code {})", call, error_name(api, result),
-                     error_string(api, result), result);
+  return std::string(call) + ": " + error_name(api, result) + " (" + error_string(api, result) +
+         ", code " + std::to_string(result) + ")";
 }
 
 }  // namespace mate::device::driver

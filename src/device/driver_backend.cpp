@@ -1,8 +1,8 @@
 // The driver backend: device memory through the CUDA / MUSA virtual-memory API (see
 // mate/device/driver.hpp for the contract), plus probing and choosing a driver.
-#include <fmt/format.h>
 
 #include <cstring>
+#include <string>
 #include <map>
 #include <mutex>
 #include <new>
@@ -301,12 +301,12 @@ std::string arch_list(const std::vector<DeviceArch>& archs) {
 
 std::string version_text(int version) {
   if (version <= 0) return "";
-  return fmt::format(" {}.{}", version / 1000, (version % 1000) / 10);
+  return " " + std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
 
 }  // namespace
 
-std::string to_string(DeviceArch arch) { return fmt::format("{}.{}", arch.major, arch.minor); }
+std::string to_string(DeviceArch arch) { return std::to_string(arch.major) + "." + std::to_string(arch.minor); }
 
 DriverProbe probe_driver(Kind kind) {
   DriverProbe probe;
@@ -350,10 +350,10 @@ std::unique_ptr<DriverBackend> open_driver_backend(Kind kind, int device, std::s
   Api api;
   int count = 0;
   if (!load_and_init(kind, &api, &count, &why)) return fail(why);
-  if (count == 0) return fail(fmt::format("{}: {}", api.library, why));
+  if (count == 0) return fail(api.library + ": " + why);
   if (device < 0 || device >= count)
-    return fail(fmt::format("{}: device {} requested but the driver sees {} device(s)",
-                            api.library, device, count));
+    return fail(api.library + ": device " + std::to_string(device) + " requested but the driver sees " +
+                std::to_string(count) + " device(s)");
   driver::Device handle = 0;
   Result r = api.DeviceGet(&handle, device);
   if (r != driver::kSuccess)
@@ -367,9 +367,8 @@ std::unique_ptr<DriverBackend> open_driver_backend(Kind kind, int device, std::s
     return fail(
         driver::describe_result(api, MATE_DRIVER_CALL(kind, "MemGetAllocationGranularity"), r));
   if (granularity == 0 || (granularity & (granularity - 1)) != 0)
-    return fail(fmt::format("{}: the driver reports an allocation granularity of {} bytes, not a "
-                            "power of two",
-                            api.library, granularity));
+    return fail(api.library + ": the driver reports an allocation granularity of " +
+                std::to_string(granularity) + " bytes, not a power of two");
   driver::Context ctx = nullptr;
   r = api.DevicePrimaryCtxRetain(&ctx, handle);
   if (r != driver::kSuccess)
@@ -389,7 +388,7 @@ std::unique_ptr<DriverBackend> open_selected_driver_backend(std::string* reason)
   if (choice == "cuda" || choice == "musa") {
     auto backend = open_driver_backend(choice == "cuda" ? Kind::Cuda : Kind::Musa, 0, &why);
     if (!backend && reason != nullptr)
-      *reason = fmt::format("{} driver (MATE_DEVICE_DRIVER={}): {}", choice, choice, why);
+      *reason = choice + " driver (MATE_DEVICE_DRIVER=" + choice + "): " + why;
     return backend;
   }
   std::string cuda_why;
@@ -397,7 +396,7 @@ std::unique_ptr<DriverBackend> open_selected_driver_backend(std::string* reason)
   std::string musa_why;
   if (auto backend = open_driver_backend(Kind::Musa, 0, &musa_why)) return backend;
   if (reason != nullptr)
-    *reason = fmt::format("cuda driver: {}; musa driver: {}", cuda_why, musa_why);
+    *reason = "cuda driver: " + cuda_why + "; musa driver: " + musa_why;
   return nullptr;
 }
 
@@ -422,28 +421,27 @@ std::string device_backends_summary() {
   try {
     choice = config::device_driver();
   } catch (const config::ConfigError& e) {
-    return fmt::format("host (mmap); device drivers: not probed ({})", e.what());
+    return std::string("host (mmap); device drivers: not probed (") + e.what() + ")";
   }
   std::string out = "host (mmap)";
   for (Kind kind : {Kind::Cuda, Kind::Musa}) {
     const char* name = driver::kind_name(kind);
-    out += fmt::format("; {} driver: ", name);
+    out += std::string("; ") + name + " driver: ";
     if (choice != "auto" && choice != name) {
-      out += fmt::format("not used (MATE_DEVICE_DRIVER={})", choice);
+      out += "not used (MATE_DEVICE_DRIVER=" + choice + ")";
       continue;
     }
     const DriverProbe probe = probe_driver(kind);
     if (!probe.opened) {
-      out += fmt::format("not found ({})", probe.reason);
+      out += "not found (" + probe.reason + ")";
     } else if (!probe.loaded) {
-      out += fmt::format("unusable ({})", probe.reason);
+      out += "unusable (" + probe.reason + ")";
     } else if (probe.devices.empty()) {
-      out += fmt::format("{}{}, no device ({})", probe.library, version_text(probe.driver_version),
-                         probe.reason);
+      out += probe.library + version_text(probe.driver_version) + ", no device (" + probe.reason + ")";
     } else {
-      out += fmt::format("{}{}, {} device{} ({})", probe.library,
-                         version_text(probe.driver_version), probe.devices.size(),
-                         probe.devices.size() == 1 ? "" : "s", arch_list(probe.devices));
+      out += probe.library + version_text(probe.driver_version) + ", " +
+             std::to_string(probe.devices.size()) + (probe.devices.size() == 1 ? " device (" : " devices (") +
+             arch_list(probe.devices) + ")";
     }
   }
   return out;
@@ -451,11 +449,11 @@ std::string device_backends_summary() {
 
 std::string describe(const Backend& backend, Status status) {
   const char* what = status.what != nullptr ? status.what : "(no description)";
-  if (status.ok()) return fmt::format("{}: success", what);
+  if (status.ok()) return std::string(what) + ": success";
   if (const auto* d = dynamic_cast<const DriverBackend*>(&backend))
-    return fmt::format("{}: {} ({}, code {})", what, d->error_name(status.code),
-                       d->error_string(status.code), status.code);
-  return fmt::format("{}: {} (errno {})", what, std::strerror(status.code), status.code);
+    return std::string(what) + ": " + d->error_name(status.code) + " (" + d->error_string(status.code) +
+           ", code " + std::to_string(status.code) + ")";
+  return std::string(what) + ": " + std::strerror(status.code) + " (errno " + std::to_string(status.code) + ")";
 }
 
 }  // namespace mate::device

@@ -66,11 +66,11 @@ struct CanaryRanges {
 
 CanaryRanges canary_ranges(const Slot& s) noexcept {
   CanaryRanges r;
-  if (s.mapped == 0) return r;
-  r.before = s.mapping;
-  r.before_bytes = s.user - s.mapping;
+  if (s.mapped() == 0) return r;
+  r.before = s.mapping();
+  r.before_bytes = s.user - s.mapping();
   r.after = s.user + s.size;
-  r.after_bytes = s.mapping + s.mapped - r.after;
+  r.after_bytes = s.mapping() + s.mapped() - r.after;
   return r;
 }
 
@@ -116,6 +116,9 @@ GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorCon
   if (!is_power_of_two(backend.granularity()) || !is_power_of_two(backend.default_alignment()))
     throw GuardError(std::string("guard allocator: backend ") + backend.name() +
                      " reports a granularity or alignment that is not a power of two");
+  if (backend.granularity() % (std::size_t{1} << Slot::kUnitShift) != 0)
+    throw GuardError(std::string("guard allocator: backend ") + backend.name() + " reports a granularity of " +
+                     std::to_string(backend.granularity()) + " bytes; it must be a multiple of 4096");
   table_ = new SlotTable(config.max_allocations);
   register_allocator(this, table_);
   install_fault_handler();
@@ -128,8 +131,8 @@ GuardAllocator::~GuardAllocator() {
     Slot& s = table_->slot(i);
     auto state = static_cast<State>(s.state.load());
     if (state == State::None) continue;
-    if (state == State::Live && s.mapped != 0) backend_.unmap(s.mapping, s.mapped);
-    backend_.release(s.reservation, s.reserved);
+    if (state == State::Live && s.mapped() != 0) backend_.unmap(s.mapping(), s.mapped());
+    backend_.release(s.reservation, s.reserved());
   }
   delete table_;
 }
@@ -137,9 +140,9 @@ GuardAllocator::~GuardAllocator() {
 // Gives a quarantined allocation's address space back and frees its slot (under table_->mutex).
 void GuardAllocator::evict_locked(std::uint32_t index) noexcept {
   Slot& s = table_->slot(index);
-  backend_.release(s.reservation, s.reserved);
+  backend_.release(s.reservation, s.reserved());
   table_->stats.quarantined -= 1;
-  table_->stats.quarantined_bytes -= s.reserved;
+  table_->stats.quarantined_bytes -= s.reserved();
   table_->index_erase(s.user);
   table_->put_free(index);
 }
@@ -179,6 +182,8 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   } else {
     reserved = mapped + 2 * g + slide;
   }
+  if (reserved > Slot::kMaxReserved)
+    return {0, AllocError::TooLarge, "guard allocator: size too large (a guarded allocation reserves at most 16 TiB)"};
 
   // Where the mapping goes in a reservation at `b`: right after the leading guard, or slid up
   // (by less than a) to the first place where head's start / tail's end is a multiple of a.
@@ -249,8 +254,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   if (mapped != 0) user = config_.mode == Mode::Tail ? mapping + mapped - rounded : mapping;
 
   Slot probe{};
-  probe.mapping = mapping;
-  probe.mapped = mapped;
+  probe.set_placement(base, reserved, mapping, mapped);
   probe.user = user;
   probe.size = size;
   CanaryRanges ranges = canary_ranges(probe);
@@ -293,12 +297,9 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
               "guard allocator: max_allocations allocations are live; raise max_allocations"};
     }
     Slot& s = table_->slot(index);
-    id = table_->next_id++;
-    s.id = id;
-    s.reservation = base;
-    s.reserved = reserved;
-    s.mapping = mapping;
-    s.mapped = mapped;
+    id = table_->next_id++ & Slot::kIdMask;  // as reports and free lines show it
+    s.set_id(id);
+    s.set_placement(base, reserved, mapping, mapped);
     s.user = user;
     s.size = size;
     s.mode = config_.mode;
@@ -371,7 +372,7 @@ struct SlotCheck {
 // Checks both canary sides of `s`, reporting each corruption and each side it could not read.
 SlotCheck check_slot(device::Backend& backend, SlotTable& table, const Slot& s, const char* when) noexcept {
   SlotCheck result;
-  if (s.mapped == 0) return result;
+  if (s.mapped() == 0) return result;
   CanaryRanges r = canary_ranges(s);
   CanaryCheck before, after;
   device::Status before_status, after_status;
@@ -434,16 +435,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
       s.state.store(static_cast<std::uint8_t>(State::Quarantined), std::memory_order_release);
       s.free_tid = gettid();
       s.free_stack = table_->depot.put(frames, frame_count);
-      copy.id = s.id;
-      copy.reservation = s.reservation;
-      copy.reserved = s.reserved;
-      copy.mapping = s.mapping;
-      copy.mapped = s.mapped;
-      copy.user = s.user;
-      copy.size = s.size;
-      copy.mode = s.mode;
-      copy.alloc_tid = s.alloc_tid;
-      copy.alloc_stack = s.alloc_stack;
+      copy.copy_allocation_from(s);
     } else if (index != kNoSlot) {
       table_->stats.double_frees += 1;
       const Slot& s = table_->slot(index);
@@ -486,7 +478,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
   if (config_.sync_on_free) note_sync(backend_.synchronize());
   SlotCheck checked = check_slot(backend_, *table_, copy, "at free");
   const int bad = checked.bad;
-  if (copy.mapped != 0) backend_.unmap(copy.mapping, copy.mapped);
+  if (copy.mapped() != 0) backend_.unmap(copy.mapping(), copy.mapped());
 
   {
     std::lock_guard lock(table_->mutex);
@@ -495,7 +487,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
     table_->stats.live -= 1;
     table_->stats.live_bytes -= copy.size;
     table_->stats.quarantined += 1;
-    table_->stats.quarantined_bytes += copy.reserved;
+    table_->stats.quarantined_bytes += copy.reserved();
     if (bad > 0) table_->stats.canary_failures += 1;
     if (!checked.unchecked.ok()) table_->stats.canary_unchecked += 1;
     // FIFO eviction: the oldest freed ranges give their address space back first.
@@ -507,7 +499,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
   }
   if (config_.log_allocations) {
     ReportWriter w(kStderr);
-    w.str("mate guard: free #").dec(copy.id).str(" user ");
+    w.str("mate guard: free #").dec(copy.id()).str(" user ");
     write_range(w, copy.user, copy.size);
     w.str(" size ").dec(copy.size);
     if (bad > 0) {
@@ -528,6 +520,8 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
 }
 
 bool GuardAllocator::owns(std::uintptr_t ptr) const noexcept {
+  // Most pointers a preloaded free() asks about are glibc's: answered without the lock.
+  if (!may_hold(ptr)) return false;
   std::lock_guard lock(table_->mutex);
   return table_->index_find(ptr) != kNoSlot;
 }

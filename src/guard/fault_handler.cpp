@@ -159,12 +159,12 @@ std::uint32_t find_slot(const SlotTable& table, std::size_t granularity, std::ui
   for (std::uint32_t i = 0; i < hw; ++i) {
     const Slot& s = table.slot(i);
     if (static_cast<State>(s.state.load(std::memory_order_acquire)) == State::None) continue;
-    if (address >= s.reservation && address - s.reservation < s.reserved) {
+    if (address >= s.reservation && address - s.reservation < s.reserved()) {
       *outside = false;
       return i;
     }
     std::size_t distance = address < s.reservation ? s.reservation - address
-                                                   : address - (s.reservation + s.reserved) + 1;
+                                                   : address - (s.reservation + s.reserved()) + 1;
     if (distance < nearest_distance) {
       nearest_distance = distance;
       nearest = i;
@@ -181,13 +181,13 @@ Description describe_in_table(const SlotTable& table, std::size_t granularity, s
   if (index == kNoSlot) return d;
   const Slot& s = table.slot(index);
   d.found = true;
-  d.id = s.id;
+  d.id = s.id();
   d.user = s.user;
   d.size = s.size;
   d.reservation = s.reservation;
-  d.reserved = s.reserved;
-  d.mapping = s.mapping;
-  d.mapped = s.mapped;
+  d.reserved = s.reserved();
+  d.mapping = s.mapping();
+  d.mapped = s.mapped();
   d.mode = s.mode;
   d.state = static_cast<State>(s.state.load(std::memory_order_acquire));
   d.outside = outside;

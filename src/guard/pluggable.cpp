@@ -32,6 +32,7 @@ mate::guard::GuardAllocatorConfig config_for(mate::device::Kind kind) {
   if (mate::config::is_set(mate::config::Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE))
     config.sync_on_free = mate::config::guard_allocator_sync_on_free();
   config.log_allocations = mate::config::guard_allocator_log_allocations();
+  config.backtraces = mate::config::guard_backtraces();
   if (mate::config::is_set(mate::config::Var::MATE_GUARD_QUARANTINE_MB))  // else the backend's default
     config.quarantine_bytes = static_cast<std::size_t>(mate::config::guard_quarantine_mb()) << 20;
   return config;

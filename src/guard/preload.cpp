@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -72,26 +71,22 @@ void* unguarded_malloc(std::size_t size) noexcept {
   return __libc_malloc(size);
 }
 
-// Parses one registry variable strictly; a bad value ends the process with the registry's
-// message (these variables are set by `mate guard-run`, which validated them).
-mate::config::Value read(mate::config::Var v) {
+// Reads one registry variable strictly, with the registry's allocation-free scalar rules (the
+// full parser and its messages are for the error path only: every page of code run here is
+// resident in the guarded program). A bad value ends the process with the registry's message;
+// `mate guard-run` validated these variables before starting the program, so only a hand-set
+// LD_PRELOAD gets here with one.
+mate::config::Scalar read(mate::config::Var v) noexcept {
+  const char* text = mate::config::raw_env_unsafe(v);
+  mate::config::Scalar value = mate::config::parse_scalar(v, text == nullptr ? "" : text);
+  if (value.ok) return value;
   try {
-    const char* text = mate::config::raw_env_unsafe(v);
-    return mate::config::parse(v, text == nullptr ? "" : text);
+    (void)mate::config::parse(v, text == nullptr ? "" : text);
+    std::fprintf(stderr, "mate guard-run: %s is not a scalar variable\n", mate::config::info(v).name.data());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mate guard-run: %s\n", e.what());
-    _exit(2);
   }
-}
-
-// True when the variable is set to something other than blanks (blank counts as unset, as in
-// the registry).
-bool given(mate::config::Var v) noexcept {
-  const char* text = mate::config::raw_env_unsafe(v);
-  if (text == nullptr) return false;
-  for (; *text != '\0'; ++text)
-    if (std::isspace(static_cast<unsigned char>(*text)) == 0) return true;
-  return false;
+  _exit(2);
 }
 
 void start() noexcept {
@@ -104,14 +99,15 @@ void start() noexcept {
     return;
   }
   mate::guard::GuardAllocatorConfig config;
-  if (read(Var::MATE_GUARD_ALLOCATOR_MODE).s == "head") config.mode = mate::guard::Mode::Head;
-  if (given(Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE))
-    config.sync_on_free = read(Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE).b;
+  if (read(Var::MATE_GUARD_ALLOCATOR_MODE).choice == "head") config.mode = mate::guard::Mode::Head;
+  if (const mate::config::Scalar sync = read(Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE); sync.set)
+    config.sync_on_free = sync.b;
   config.log_allocations = read(Var::MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS).b;
   config.skip_frames = 2;  // guard_alloc and malloc/calloc/...
+  config.backtraces = read(Var::MATE_GUARD_BACKTRACES).b;
   g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).i);
-  if (given(Var::MATE_GUARD_QUARANTINE_MB))  // else the backend's default
-    config.quarantine_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_QUARANTINE_MB).i) << 20;
+  if (const mate::config::Scalar mb = read(Var::MATE_GUARD_QUARANTINE_MB); mb.set)  // else the backend's default
+    config.quarantine_bytes = static_cast<std::size_t>(mb.i) << 20;
   g_config = config;
   try {
     g_guard = &mate::guard::install_guard_allocator(config);
@@ -120,8 +116,10 @@ void start() noexcept {
     _exit(2);
   }
   // The unwinder's first walk sets up its caches: do it now, inside.
-  void* frames[4];
-  (void)mate::guard::capture_stack(frames, 4);
+  if (config.backtraces) {
+    void* frames[4];
+    (void)mate::guard::capture_stack(frames, 4);
+  }
   pthread_atfork(fork_prepare, fork_after, fork_after);
   // Make sure the real allocator can still grow once the guard has used up vm.max_map_count
   // (every guarded allocation costs memory-map entries): the allocations handed to it then need

@@ -46,16 +46,16 @@ void write_range(ReportWriter& w, std::uintptr_t begin, std::size_t bytes) noexc
 }
 
 void write_allocation(ReportWriter& w, const Slot& s, const char* backend) noexcept {
-  w.str("allocation #").dec(s.id).str(" of ").dec(s.size).str(" bytes at ");
+  w.str("allocation #").dec(s.id()).str(" of ").dec(s.size).str(" bytes at ");
   write_range(w, s.user, s.size);
   w.str(" (").str(to_string(s.mode)).str(" mode, ").str(backend).str(" memory, mapped ");
-  if (s.mapped == 0) {
+  if (s.mapped() == 0) {
     w.str("nothing");
   } else {
-    write_range(w, s.mapping, s.mapped);
+    write_range(w, s.mapping(), s.mapped());
   }
   w.str(", reserved ");
-  write_range(w, s.reservation, s.reserved);
+  write_range(w, s.reservation, s.reserved());
   w.chr(')');
 }
 

@@ -57,6 +57,7 @@ int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& opt
     std::string entry(*e);
     std::string name = entry.substr(0, entry.find('='));
     if (name.rfind("MATE_GUARD_ALLOCATOR_", 0) == 0) continue;  // ours to set
+    if (name == "MATE_GUARD_BACKTRACES" && !options.backtraces) continue;  // --no-backtraces wins
     if (name == "LD_PRELOAD") {
       std::string rest = entry.substr(name.size() + 1);
       if (!rest.empty()) ld_preload += ":" + rest;
@@ -70,6 +71,7 @@ int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& opt
   env.push_back(std::string("MATE_GUARD_ALLOCATOR_MODE=") + to_string(options.mode));
   env.push_back(std::string("MATE_GUARD_ALLOCATOR_SYNC_ON_FREE=") + (options.sync_on_free ? "1" : "0"));
   env.push_back(std::string("MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS=") + (options.log_allocations ? "1" : "0"));
+  if (!options.backtraces) env.push_back("MATE_GUARD_BACKTRACES=0");
   if (!caching_set) env.push_back("PYTORCH_NO_CUDA_MEMORY_CACHING=1");
 
   std::vector<char*> envp, args;

@@ -78,7 +78,7 @@ void SlotTable::grow_index() noexcept {
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (e == MAP_FAILED) {
     // Keep the current table: it still works, only with longer probes (it is never full, as
-    // capacity_ slots need at most capacity_ entries and growth starts at half).
+    // capacity_ slots need at most capacity_ entries and growth starts at three quarters).
     return;
   }
   auto* old_entries = entries_;
@@ -92,7 +92,9 @@ void SlotTable::grow_index() noexcept {
 }
 
 bool SlotTable::index_insert(std::uint32_t index) noexcept {
-  if (2 * (index_used_ + 1) > index_capacity_) grow_index();
+  // At most three quarters full: short probes (each reads a slot) without doubling the table's
+  // memory for the last few thousand quarantined allocations.
+  if (4 * (index_used_ + 1) > 3 * index_capacity_) grow_index();
   if (index_used_ + 2 > index_capacity_) return false;  // growth failed; never fill the table
   const std::uintptr_t user = slots_[index].user;
   std::size_t mask = index_capacity_ - 1;

@@ -36,7 +36,7 @@ std::uint64_t hash_frames(void* const* frames, int count) noexcept {
 StackDepot::StackDepot(std::uint32_t capacity) : capacity_(capacity) {
   records_ = static_cast<Record*>(map_zeroed(std::size_t{capacity} * sizeof(Record)));
   try {
-    buckets_ = static_cast<std::uint32_t*>(map_zeroed(kBuckets * sizeof(std::uint32_t)));
+    buckets_ = static_cast<std::uint32_t*>(map_zeroed(bucket_count_ * sizeof(std::uint32_t)));
   } catch (...) {
     munmap(records_, std::size_t{capacity_} * sizeof(Record));
     throw;
@@ -45,14 +45,36 @@ StackDepot::StackDepot(std::uint32_t capacity) : capacity_(capacity) {
 
 StackDepot::~StackDepot() {
   munmap(records_, std::size_t{capacity_} * sizeof(Record));
-  munmap(buckets_, kBuckets * sizeof(std::uint32_t));
+  munmap(buckets_, bucket_count_ * sizeof(std::uint32_t));
+}
+
+void StackDepot::grow_buckets() noexcept {
+  const std::size_t bigger = bucket_count_ * 2;
+  void* p = mmap(nullptr, bigger * sizeof(std::uint32_t), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {  // longer chains, still correct
+    growth_failed_ = true;
+    return;
+  }
+  auto* fresh = static_cast<std::uint32_t*>(p);
+  const std::uint32_t used = used_.load(std::memory_order_relaxed);
+  for (std::uint32_t k = 1; k <= used; ++k) {
+    Record& r = records_[k - 1];
+    std::uint32_t& bucket = fresh[r.hash & (bigger - 1)];
+    r.next = bucket;
+    bucket = k;
+  }
+  munmap(buckets_, bucket_count_ * sizeof(std::uint32_t));
+  buckets_ = fresh;
+  bucket_count_ = bigger;
 }
 
 std::uint32_t StackDepot::put(void* const* frames, int count) noexcept {
   if (count <= 0) return 0;
   if (count > kMaxFrames) count = kMaxFrames;
   const std::uint64_t h = hash_frames(frames, count);
-  std::uint32_t& bucket = buckets_[h & (kBuckets - 1)];
+  if (!growth_failed_ && used_.load(std::memory_order_relaxed) >= 2 * bucket_count_) grow_buckets();
+  std::uint32_t& bucket = buckets_[h & (bucket_count_ - 1)];
   for (std::uint32_t k = bucket; k != 0; k = records_[k - 1].next) {
     const Record& r = records_[k - 1];
     if (r.hash == h && r.count == static_cast<std::uint32_t>(count) &&

@@ -33,16 +33,21 @@ class StackDepot {
  private:
   struct Record {
     std::uint64_t hash;
-    std::uint32_t next;  // chain in the bucket, handle (0 = end)
+    std::uint32_t next;  // chain in the bucket, handle (0 = end); only put() reads it
     std::uint32_t count;
     void* frames[kMaxFrames];
   };
-  static constexpr std::uint32_t kBuckets = 1u << 16;
+  // The bucket array starts at one page and doubles (relinking the chains) when there are two
+  // stacks a bucket: a program with a handful of call sites touches one page, not 256 KiB.
+  static constexpr std::size_t kFirstBuckets = 1024;
+  void grow_buckets() noexcept;
 
   std::uint32_t capacity_;
   std::atomic<std::uint32_t> used_{0};
   Record* records_;           // handle h lives at records_[h - 1]
   std::uint32_t* buckets_;    // first handle of each chain
+  std::size_t bucket_count_ = kFirstBuckets;  // a power of two
+  bool growth_failed_ = false;  // no mmap retry on every put() once the system said no
 };
 
 }  // namespace mate::guard

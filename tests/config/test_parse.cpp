@@ -109,5 +109,43 @@ TEST(AcceptedValues, DescribesEachType) {
   EXPECT_THAT(accepted_values(Var::MATE_DISABLE_JIT), HasSubstr("yes/no"));
 }
 
+// parse_scalar (the guard preload's allocation-free reader) follows exactly parse()'s rules for
+// every Bool, Int and Enum variable.
+TEST(ParseScalar, AgreesWithParseOnEveryScalarVariable) {
+  const char* corpus[] = {"", "  ", "0", "1", " 1 ", "2", "3", "5", "10", "11", "-1", "-5", "+3", "0x3",
+                          "128", "256", "64", "4", "1e1", "3abc", "9223372036854775807",
+                          "9223372036854775808", "true", "TRUE", "no", "Off", "yes ", "y", "tail", "HEAD",
+                          " head ", "both", "text", "JSON", "auto", "cuda", "file", "test"};
+  int scalars = 0;
+  for (const VarInfo& v : all_variables()) {
+    if (v.type != Type::Bool && v.type != Type::Int && v.type != Type::Enum) {
+      EXPECT_FALSE(parse_scalar(v.id, "1").ok) << v.name;
+      continue;
+    }
+    ++scalars;
+    for (const char* text : corpus) {
+      const Scalar got = parse_scalar(v.id, text);
+      std::optional<Value> want;
+      try {
+        want = parse(v.id, text);
+      } catch (const ConfigError&) {
+      }
+      ASSERT_EQ(got.ok, want.has_value()) << v.name << "='" << text << "'";
+      if (!want) continue;
+      const bool blank = std::string_view(text).find_first_not_of(" \t\n") == std::string_view::npos;
+      const bool blank_without_default = blank && v.default_value.empty();
+      EXPECT_EQ(got.set, !blank_without_default) << v.name << "='" << text << "'";
+      if (v.type == Type::Bool) {
+        EXPECT_EQ(got.b, want->b) << v.name << "='" << text << "'";
+      } else if (v.type == Type::Int) {
+        EXPECT_EQ(got.i, want->i) << v.name << "='" << text << "'";
+      } else {
+        EXPECT_EQ(std::string(got.choice), want->s) << v.name << "='" << text << "'";
+      }
+    }
+  }
+  EXPECT_GT(scalars, 10);
+}
+
 }  // namespace
 }  // namespace mate::config

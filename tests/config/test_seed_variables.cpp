@@ -2,6 +2,8 @@
 // default. This list is copied from the seed on purpose: it fails when the registry drifts.
 #include <gtest/gtest.h>
 
+#include <charconv>
+
 #include "mate/config.hpp"
 
 namespace mate::config {
@@ -90,6 +92,36 @@ TEST(SeedVariables, GuardBootstrapVariablesAreInternalAndPytestOnesTestOnly) {
     }
     if (n.rfind("MATE_PYTEST_", 0) == 0) {
       EXPECT_EQ(v.category, Category::TestOnly) << n;
+    }
+  }
+}
+
+// An Int variable's accepted set or range is made of integers: the scalar reader checks them as
+// integers, and a bound it could not read would go unchecked.
+TEST(Registry, IntegerVariablesAcceptIntegerBounds) {
+  auto integer = [](std::string_view text) {
+    std::int64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return ec == std::errc() && end == text.data() + text.size() && !text.empty();
+  };
+  for (const VarInfo& v : all_variables()) {
+    if (v.type != Type::Int || v.accepts.empty()) continue;
+    std::string_view accepts = v.accepts;
+    if (const std::size_t dots = accepts.find(".."); dots != std::string_view::npos) {
+      if (dots > 0) {
+        EXPECT_TRUE(integer(accepts.substr(0, dots))) << v.name << ": " << accepts;
+      }
+      if (dots + 2 < accepts.size()) {
+        EXPECT_TRUE(integer(accepts.substr(dots + 2))) << v.name << ": " << accepts;
+      }
+      continue;
+    }
+    for (std::size_t start = 0;;) {
+      const std::size_t bar = accepts.find('|', start);
+      EXPECT_TRUE(integer(accepts.substr(start, bar == std::string_view::npos ? bar : bar - start)))
+          << v.name << ": " << accepts;
+      if (bar == std::string_view::npos) break;
+      start = bar + 1;
     }
   }
 }

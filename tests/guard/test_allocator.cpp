@@ -37,7 +37,9 @@ class WrappedBackend : public Backend {
  public:
   mate::device::Kind kind() const noexcept override { return kind_; }
   const char* name() const noexcept override { return "wrapped"; }
-  std::size_t granularity() const noexcept override { return host().granularity(); }
+  std::size_t granularity() const noexcept override {
+    return granularity_ != 0 ? granularity_ : host().granularity();
+  }
   std::size_t default_alignment() const noexcept override { return host().default_alignment(); }
   Status reserve(std::size_t bytes, std::uintptr_t* base) noexcept override {
     if (refuse.load() || bytes > refuse_above.load()) return Status{ENOMEM, "mmap(PROT_NONE) to reserve address space"};
@@ -67,6 +69,7 @@ class WrappedBackend : public Backend {
   std::atomic<int> syncs{0};
   std::atomic<int> released{0};
   mate::device::Kind kind_ = mate::device::Kind::Host;
+  std::size_t granularity_ = 0;  // 0: the host's
 
  private:
   static Backend& host() { return mate::device::host_backend(); }
@@ -301,6 +304,25 @@ TEST(GuardAllocator, ARequestTooLargeFailsAloneAndKeepsTheQuarantine) {
   EXPECT_EQ(g.stats().quarantined, 1u);
   EXPECT_EQ(g.describe(freed.ptr).state, State::Quarantined);
   EXPECT_TRUE(g.allocate(10));  // small ones still guarded
+}
+
+// A slot keeps the placement in 4 KiB units (64-byte records): a reservation over 16 TiB is
+// refused as too large, and a backend whose granules are not whole 4 KiB units is refused.
+TEST(GuardAllocator, PlacementLimitsOfTheCompactRecord) {
+  WrappedBackend backend;
+  GuardAllocator g(backend, small());
+  auto huge = g.allocate(std::size_t{1} << 44);  // 16 TiB plus the guards
+  EXPECT_EQ(huge.error, AllocError::TooLarge);
+  EXPECT_THAT(huge.message, HasSubstr("16 TiB"));
+  EXPECT_TRUE(g.allocate(10));
+  WrappedBackend odd;
+  odd.granularity_ = 2048;
+  try {
+    GuardAllocator refused(odd, small());
+    ADD_FAILURE() << "a 2048-byte granularity was accepted";
+  } catch (const mate::guard::GuardError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("granularity of 2048 bytes; it must be a multiple of 4096"));
+  }
 }
 
 // When every slot is taken, the oldest quarantined allocation gives its slot up; only live

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "mate/config.hpp"
 #include "mate/device/driver.hpp"
@@ -153,6 +154,27 @@ TEST(DeviceFault, RecentRangesAreBoundedNewestFirst) {
   EXPECT_THAT(out, Not(HasSubstr("call #4 call")));  // the oldest five were dropped
   EXPECT_LT(out.find("call #36 "), out.find("call #35 "));
   mate::guard::clear_recent_ranges();
+}
+
+// The bucket array grows with the stacks (it starts at one page): after many doublings every
+// stack still has its handle, and storing it again finds it.
+TEST(StackDepot, KeepsEveryStackFindableAsItGrows) {
+  const std::uint32_t n = 20000;
+  mate::guard::StackDepot depot(n);
+  std::vector<std::uint32_t> handles;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    void* frames[2] = {reinterpret_cast<void*>(std::uintptr_t{i} * 16 + 1), reinterpret_cast<void*>(std::uintptr_t{7})};
+    handles.push_back(depot.put(frames, 2));
+    ASSERT_EQ(handles.back(), i + 1);
+  }
+  for (std::uint32_t i = 0; i < n; i += 97) {
+    void* frames[2] = {reinterpret_cast<void*>(std::uintptr_t{i} * 16 + 1), reinterpret_cast<void*>(std::uintptr_t{7})};
+    EXPECT_EQ(depot.put(frames, 2), handles[i]);
+    void* out[mate::guard::kMaxFrames];
+    ASSERT_EQ(depot.get(handles[i], out), 2);
+    EXPECT_EQ(out[0], frames[0]);
+  }
+  EXPECT_EQ(depot.size(), n);
 }
 
 TEST(StackDepot, StoresEachDistinctStackOnce) {

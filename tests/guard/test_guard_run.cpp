@@ -177,6 +177,62 @@ TEST_F(GuardRun, AlignmentAboveAPageIsGuarded) {
   EXPECT_THAT(r.err, ::testing::ContainsRegex(" user \\[0x[0-9a-f]*0000, 0x[0-9a-f]*\\) size 65536 mode tail"));
 }
 
+TEST_F(GuardRun, NoBacktracesLeavesTheStacksOutOfTheReport) {
+  auto with = run({MATE_BINARY, "guard-run", "--", MATE_HEAP_BUG, "past"});
+  EXPECT_THAT(with.err, HasSubstr("allocated by thread "));
+  EXPECT_THAT(with.err, HasSubstr("guard_heap_bug("));  // a symbolized frame of the program
+  EXPECT_THAT(with.err, ::testing::Not(HasSubstr("no backtrace")));
+  auto without = run({MATE_BINARY, "guard-run", "--no-backtraces", "--", MATE_HEAP_BUG, "past"});
+  EXPECT_EQ(without.exit_code, 128 + 11) << without.err;
+  EXPECT_THAT(without.err, HasSubstr("0 bytes past the end of allocation #"));
+  EXPECT_THAT(without.err, HasSubstr("allocated by thread "));
+  EXPECT_THAT(without.err, HasSubstr(": no backtrace (backtraces are off"));
+  EXPECT_THAT(without.err, ::testing::Not(HasSubstr("guard_heap_bug(")));
+  // The same through the variable; the flag wins over a variable that says 1.
+  mate::testing::RunOptions off;
+  off.env["MATE_GUARD_BACKTRACES"] = "0";
+  EXPECT_THAT(run({MATE_BINARY, "guard-run", "--", MATE_HEAP_BUG, "past"}, off).err,
+              HasSubstr(": no backtrace (backtraces are off"));
+  mate::testing::RunOptions on;
+  on.env["MATE_GUARD_BACKTRACES"] = "1";
+  EXPECT_THAT(run({MATE_BINARY, "guard-run", "--no-backtraces", "--", MATE_HEAP_BUG, "past"}, on).err,
+              HasSubstr(": no backtrace (backtraces are off"));
+  mate::testing::RunOptions bad;
+  bad.env["MATE_GUARD_BACKTRACES"] = "sometimes";
+  auto rejected = run({MATE_BINARY, "guard-run", "--", "true"}, bad);
+  EXPECT_EQ(rejected.exit_code, 2);
+  EXPECT_THAT(rejected.err, HasSubstr("MATE_GUARD_BACKTRACES='sometimes' is invalid: not a boolean"));
+  // The flag replaces the variable, whatever it says.
+  EXPECT_EQ(run({MATE_BINARY, "guard-run", "--no-backtraces", "--", "true"}, bad).exit_code, 0);
+}
+
+// The preload adds no library of its own to a guarded program beyond the C++ runtime: every
+// library loaded costs the program resident pages (bench/README.md "guard").
+TEST_F(GuardRun, PreloadLoadsNoFormattingLibrary) {
+  auto r = run({MATE_BINARY, "guard-run", "--", "cat", "/proc/self/maps"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("libmate_guard_preload.so"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("libfmt")));
+}
+
+// A bootstrap variable set by hand to a bad value (LD_PRELOAD without `mate guard-run`, which
+// would have refused it) stops the program with the registry's message before it runs.
+TEST_F(GuardRun, PreloadRefusesABadBootstrapValue) {
+  mate::testing::RunOptions options;
+  options.env["LD_PRELOAD"] = MATE_PRELOAD_LIBRARY;
+  options.env["MATE_GUARD_ALLOCATOR_AUTO_INSTALL"] = "1";
+  options.env["MATE_GUARD_ALLOCATOR_MODE"] = "sideways";
+  auto r = run({"true"}, options);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("mate guard-run: MATE_GUARD_ALLOCATOR_MODE='sideways' is invalid: not a supported "
+                               "choice; accepted: one of tail, head."));
+  options.env["MATE_GUARD_ALLOCATOR_MODE"] = "HEAD";  // any case, as the registry reads it
+  options.env["MATE_GUARD_MIN_BYTES"] = " 16 ";
+  auto ok = run({"true"}, options);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.err, "");
+}
+
 TEST_F(GuardRun, LogAllocationsCorrelatesIds) {
   auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_HEAP_BUG, "past"});
   EXPECT_THAT(r.err, HasSubstr("mate guard: alloc #"));

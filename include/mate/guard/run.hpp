@@ -2,7 +2,7 @@
 //
 // The child gets LD_PRELOAD=libmate_guard_preload.so (prepended to any existing LD_PRELOAD), the
 // internal bootstrap variables MATE_GUARD_ALLOCATOR_AUTO_INSTALL/_MODE/_SYNC_ON_FREE/
-// _LOG_ALLOCATIONS, and PYTORCH_NO_CUDA_MEMORY_CACHING=1 unless already set (a caching allocator
+// _LOG_ALLOCATIONS, MATE_GUARD_BACKTRACES=0 when backtraces are off, and PYTORCH_NO_CUDA_MEMORY_CACHING=1 unless already set (a caching allocator
 // would hide per-tensor boundaries). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the parent are
 // passed to the child.
 #pragma once
@@ -18,6 +18,7 @@ struct GuardRunOptions {
   Mode mode = Mode::Tail;
   bool sync_on_free = true;
   bool log_allocations = false;
+  bool backtraces = true;  // false: MATE_GUARD_BACKTRACES=0 in the child
 };
 
 // The preload library next to this program (build tree or installed tree). Throws GuardError

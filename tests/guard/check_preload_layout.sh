@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The guard preload's code layout (src/guard/preload_layout.ld) does what it says: the seldom-run
+# code (device-driver loading, configuration messages) sits in .text.seldom_run, the allocation
+# path in .text, and the library needs no libfmt. A pattern in the script that stops matching
+# (a renamed file, other object names) would otherwise change nothing visible but the guarded
+# program's resident memory.
+#
+#   check_preload_layout.sh path/to/libmate_guard_preload.so
+set -euo pipefail
+lib=$1
+section() {  # name -> "start end" (hex, no 0x)
+  readelf -SW "$lib" | awk -v n="$1" '$0 ~ "] " n " " { for (i = 1; i <= NF; ++i) if ($i == n) { print $(i + 2), $(i + 4); exit } }'
+}
+read -r seldom_start seldom_size < <(section .text.seldom_run) || { echo "no .text.seldom_run section in $lib"; exit 1; }
+read -r text_start text_size < <(section .text) || { echo "no .text section in $lib"; exit 1; }
+inside() {  # symbol pattern, section start, size -> ok when the symbol lies in it
+  local address
+  address=$(nm -C "$lib" | awk -v p="$1" 'index($0, p) && ($2 == "t" || $2 == "T") { print $1; exit }')
+  [ -n "$address" ] || { echo "symbol not found: $1"; return 1; }
+  (( 16#$address >= 16#$2 && 16#$address < 16#$2 + 16#$3 )) || { echo "$1 at 0x$address is outside the section at 0x$2 (+0x$3)"; return 1; }
+}
+status=0
+for seldom in "mate::device::open_driver_backend(" "mate::config::accepted_values[" "mate::config::unknown_variables()"; do
+  inside "$seldom" "$seldom_start" "$seldom_size" || status=1
+done
+for hot in "mate::guard::GuardAllocator::allocate(" "mate::guard::GuardAllocator::deallocate(" "mate::config::parse_scalar("; do
+  inside "$hot" "$text_start" "$text_size" || status=1
+done
+if readelf -dW "$lib" | grep -q 'NEEDED.*libfmt'; then echo "$lib needs libfmt"; status=1; fi
+[ "$status" = 0 ] && echo "preload layout ok: seldom-run code in .text.seldom_run (0x$seldom_size bytes), hot code in .text (0x$text_size bytes)"
+exit "$status"
