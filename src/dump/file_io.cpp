@@ -39,6 +39,12 @@ NewFile::NewFile(std::string path) : path_(std::move(path)), tmp_(temporary_name
     return;
   }
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd_ < 0 && errno == EEXIST) {
+    // The temporary's name carries this process's pid and no process writes one name twice, so
+    // it is the leftover of a process killed mid-write whose pid this one now has: replaced.
+    ::unlink(tmp_.c_str());
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
   if (fd_ < 0) fail("create");
   created_ = fd_ >= 0;
 }
@@ -49,7 +55,7 @@ NewFile::~NewFile() {
 }
 
 void NewFile::discard() noexcept {
-  // Only a temporary this object created is removed (O_EXCL failing means it is someone else's).
+  // Only a temporary this object created is removed.
   if (created_ && !committed_) ::unlink(tmp_.c_str());
   created_ = false;
 }

@@ -337,4 +337,24 @@ TEST_F(TensorFileTest, AnExistingFileIsNeverReplaced) {
   EXPECT_EQ(names_in(dir), std::vector<std::string>{"t.mtensor"});
 }
 
+// A temporary left by a process killed mid-write whose pid this process now has (pids are
+// reused) does not stop the write: it is replaced, and the file appears complete.
+TEST_F(TensorFileTest, ALeftoverTemporaryWithThisPidIsReplaced) {
+  const fs::path dir = dir_ / "leftover";
+  fs::create_directories(dir);
+  const fs::path path = dir / "t.mtensor";
+  std::ofstream(dir / (".t.mtensor.tmp." + std::to_string(getpid()))) << "half a file";
+  float one = 1.5f;
+  std::vector<std::int64_t> shape{1};
+  DLTensor t = dl_view(&one, ScalarType::F32, shape, nullptr);
+  mate::dump::WriteResult r = mate::dump::write_mtensor(path.string(), mate::tensor::TensorView(t));
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"t.mtensor"});
+  const mate::dump::TensorRecord back = mate::dump::read_mtensor(path.string());
+  ASSERT_EQ(back.data.size(), sizeof(float));
+  float value = 0;
+  std::memcpy(&value, back.data.data(), sizeof value);
+  EXPECT_EQ(value, 1.5f);
+}
+
 }  // namespace
