@@ -4,6 +4,7 @@
 //   sample_producer crash  an instrumented call whose body aborts the process
 //   sample_producer oob    write_past_end (writes one element past its output)
 //   sample_producer int    increment_i64 on values above 2^53
+//   sample_producer negative  increment_i64 on values below 0
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -57,8 +58,10 @@ int main(int argc, char** argv) {
     }
   } else if (mode == "crash") {
     crash_after_inputs(&x);
-  } else if (mode == "int") {
+  } else if (mode == "int" || mode == "negative") {
+    // "negative": the first element, hence the reported mismatch and the return value, below 0.
     std::vector<std::int64_t> in{(std::int64_t{1} << 60) + 1, -5}, res(2), two{2};
+    if (mode == "negative") in = {-7, 5};
     auto i64 = [&](std::vector<std::int64_t>& data) {
       DLTensor t{};
       t.data = data.data();

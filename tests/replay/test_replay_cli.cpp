@@ -92,6 +92,18 @@ TEST_F(ReplayCli, JsonPrintsIntegerValuesAsExactIntegers) {
   // As text, too: no exponent, no ".0".
   EXPECT_NE(j.out.find("\"got\": 1152921504606846980"), std::string::npos) << j.out;
   EXPECT_NE(j.out.find("\"expected\": 1152921504606846978"), std::string::npos) << j.out;
+  // Negative values too (recorded -7 + 1, replayed -7 + 3).
+  fs::remove_all(dumps());
+  ASSERT_EQ(produce("negative").exit_code, 0);
+  auto n = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED, "--json"});
+  nlohmann::json nd = nlohmann::json::parse(n.out);
+  for (const nlohmann::json& o : nd["calls"][0]["outputs"]) {
+    SCOPED_TRACE(o.dump());
+    ASSERT_TRUE(o["got"].is_number_integer());
+    EXPECT_EQ(o["got"].get<std::int64_t>(), -4);
+    EXPECT_EQ(o["expected"].get<std::int64_t>(), -6);
+  }
+  EXPECT_NE(n.out.find("\"got\": -4,"), std::string::npos) << n.out;
   // Floating-point values stay numbers with a fraction where they have one.
   fs::remove_all(dumps());
   ASSERT_EQ(produce("good").exit_code, 0);
