@@ -41,7 +41,7 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
     options.mode = flags->mode == "head" ? guard::Mode::Head : guard::Mode::Tail;
     options.sync_on_free = !flags->no_sync_on_free;
     options.log_allocations = flags->log_allocations;
-    options.backtraces = !flags->no_backtraces && config::guard_backtraces();  // 0 is inherited anyway
+    options.backtraces = !flags->no_backtraces;  // else MATE_GUARD_BACKTRACES reaches the child as set
     exit_code = guard::run_guarded(flags->command, options);
   });
 }

@@ -113,7 +113,6 @@ T parse_checked_number(const VarInfo& v, std::string_view text) {
   return *n;
 }
 
-
 std::vector<std::string> parse_patterns(std::string_view text) {
   std::vector<std::string> out;
   for (auto item : split(text, ',')) {
