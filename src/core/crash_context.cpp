@@ -1,6 +1,7 @@
 // Lock-free provider table: registration may race with a crash on another thread.
 #include "mate/core/crash_context.hpp"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,7 +13,7 @@ constexpr int kMaxProviders = 8;
 std::atomic<CrashContextProvider> providers[kMaxProviders];
 }  // namespace
 
-bool register_crash_context(CrashContextProvider provider) noexcept {
+bool register_crash_context_here(CrashContextProvider provider) noexcept {
   for (auto& slot : providers) {
     CrashContextProvider current = slot.load(std::memory_order_acquire);
     if (current == provider) return true;
@@ -20,6 +21,15 @@ bool register_crash_context(CrashContextProvider provider) noexcept {
     if (current == provider) return true;
   }
   return false;
+}
+
+bool register_crash_context(CrashContextProvider provider) noexcept {
+  const bool here = register_crash_context_here(provider);
+  // Looked up on each call (registration is rare): a preload can only be there from the start.
+  using Registrar = int (*)(CrashContextProvider) noexcept;
+  if (auto preload = reinterpret_cast<Registrar>(dlsym(RTLD_DEFAULT, kPreloadCrashContextRegistrar)))
+    preload(provider);
+  return here;
 }
 
 void write_crash_context(int fd) noexcept {

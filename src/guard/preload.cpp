@@ -28,6 +28,7 @@
 #include <malloc.h>
 
 #include "mate/config.hpp"
+#include "mate/core/crash_context.hpp"
 #include "mate/guard/allocator.hpp"
 #include "preload_arena.hpp"
 #include "preload_state.hpp"
@@ -226,6 +227,13 @@ const GuardAllocatorConfig* bootstrap_config() noexcept {
 }  // namespace mate::guard::preload
 
 #define MATE_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Crash-context providers of the guarded program's own copy of MATE (API logging's call in
+// flight): mate::core::register_crash_context hands them to this library's table too, which the
+// reports written here read (mate/core/crash_context.hpp).
+MATE_EXPORT int mate_guard_preload_register_crash_context(mate::core::CrashContextProvider provider) noexcept {
+  return mate::core::register_crash_context_here(provider) ? 1 : 0;
+}
 
 MATE_EXPORT void* malloc(size_t size) noexcept {
   if (guarded() && size >= g_min_bytes) {

@@ -48,12 +48,11 @@ std::string preload_library_path() {
                    looked + "); build the mate_guard_preload target or reinstall MATE");
 }
 
-int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& options) {
-  const std::string preload = preload_library_path();
+std::vector<std::string> guarded_environment(char** base, const std::string& preload, const GuardRunOptions& options) {
   std::vector<std::string> env;
   bool caching_set = false;
   std::string ld_preload = preload;
-  for (char** e = environ; *e != nullptr; ++e) {
+  for (char** e = base; *e != nullptr; ++e) {
     std::string entry(*e);
     std::string name = entry.substr(0, entry.find('='));
     if (name.rfind("MATE_GUARD_ALLOCATOR_", 0) == 0) continue;  // ours to set
@@ -73,6 +72,11 @@ int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& opt
   env.push_back(std::string("MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS=") + (options.log_allocations ? "1" : "0"));
   if (!options.backtraces) env.push_back("MATE_GUARD_BACKTRACES=0");
   if (!caching_set) env.push_back("PYTORCH_NO_CUDA_MEMORY_CACHING=1");
+  return env;
+}
+
+int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& options) {
+  std::vector<std::string> env = guarded_environment(environ, preload_library_path(), options);
 
   std::vector<char*> envp, args;
   for (auto& e : env) envp.push_back(e.data());

@@ -88,6 +88,18 @@ TEST_F(GuardRun, TailModeReportsTheWritePastTheEnd) {
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("sum")));
 }
 
+// The guarded program's own copy of MATE (API logging) registers the call in flight; the report,
+// written by the preload library's copy, still names it (mate/core/crash_context.hpp).
+TEST_F(GuardRun, ReportNamesTheApiCallInFlightInTheGuardedProgram) {
+  mate::testing::RunOptions options;
+  options.env["MATE_LOGLEVEL"] = "1";
+  auto r = run({MATE_BINARY, "guard-run", "--", MATE_LOG_CHILD, "overflow"}, options);
+  EXPECT_EQ(r.exit_code, 128 + 11) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("0 bytes past the end of allocation #"));
+  EXPECT_THAT(r.err, HasSubstr(" of 256 bytes at ["));
+  EXPECT_THAT(r.err, HasSubstr("mate API call in flight on this thread: OverflowingOp.run #1\n"));
+}
+
 TEST_F(GuardRun, HeadModeReportsTheUnderrun) {
   auto r = run({MATE_BINARY, "guard-run", "--mode", "head", "--", MATE_HEAP_BUG, "before"});
   EXPECT_EQ(r.exit_code, 128 + 11) << r.err;

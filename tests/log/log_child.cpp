@@ -2,6 +2,8 @@
 //   crash              an instrumented call that writes to an inaccessible page
 //   crash-context      as crash, with a SIGSEGV handler printing the crash context to stderr
 //   stress THREADS N   THREADS threads, each making N instrumented calls with large records
+//   overflow           an instrumented call that writes one element past a heap buffer (for
+//                      `mate guard-run`, whose report names the call in flight)
 // The configuration comes from the environment (MATE_LOGLEVEL, MATE_LOGDEST, MATE_LOGFORMAT).
 #include <sys/mman.h>
 
@@ -30,6 +32,15 @@ void crashing_kernel(const DLTensor* input, int block_size, const char* tag) {
   *fault_address() = 42;  // the "kernel" faults
 }
 
+void overflowing_kernel(const DLTensor* input, int count) {
+  MATE_API_SCOPE("OverflowingOp.run", input, count);
+  // volatile: the compiler would drop a store to memory freed right after
+  auto* out = static_cast<volatile float*>(std::malloc(static_cast<std::size_t>(count) * sizeof(float)));
+  volatile int index = count;  // the bug: one past the end
+  out[index] = 1.0f;
+  std::free(const_cast<float*>(out));
+}
+
 void on_segv(int) {
   mate::core::write_crash_context(2);
   _exit(3);
@@ -50,6 +61,10 @@ int main(int argc, char** argv) {
   if (mode == "crash" || mode == "crash-context") {
     if (mode == "crash-context") std::signal(SIGSEGV, on_segv);
     crashing_kernel(&t, 128, "before-the-fault");
+    return 0;
+  }
+  if (mode == "overflow") {
+    overflowing_kernel(&t, 64);
     return 0;
   }
   if (mode == "stress" && argc == 4) {

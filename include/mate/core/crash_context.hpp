@@ -16,7 +16,16 @@ namespace mate::core {
 using CrashContextProvider = std::size_t (*)(char* buffer, std::size_t cap) noexcept;
 
 // Registers a provider (at most 8; duplicates ignored). Returns false when the table is full.
+// Under `mate guard-run` the reports are written by the preload library, which carries its own
+// copy of this table: the provider is handed to it too (through the C symbol below), so a
+// report from the preload names the API call in flight in the guarded program.
 bool register_crash_context(CrashContextProvider provider) noexcept;
+
+// The same in this copy of the table only (what the preload's exported registrar calls).
+bool register_crash_context_here(CrashContextProvider provider) noexcept;
+
+// The C symbol the guard's preload library exports for other copies of MATE in the process.
+inline constexpr const char* kPreloadCrashContextRegistrar = "mate_guard_preload_register_crash_context";
 
 // Calls every provider and writes their text to `fd`. Async-signal-safe.
 void write_crash_context(int fd) noexcept;

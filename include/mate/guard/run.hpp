@@ -25,6 +25,12 @@ struct GuardRunOptions {
 // naming the places looked in when it is missing.
 std::string preload_library_path();
 
+// The environment run_guarded() gives its child: `base` (a null-terminated array of "NAME=value",
+// e.g. environ) without MATE_GUARD_ALLOCATOR_* and with the additions listed at the top of this
+// file, `preload` first in LD_PRELOAD. Also used by programs that re-execute themselves guarded
+// (the test suite's --guard-alloc).
+std::vector<std::string> guarded_environment(char** base, const std::string& preload, const GuardRunOptions& options);
+
 // Runs argv[0] (searched on PATH) with the allocator preloaded and waits for it. Returns the
 // child's exit status, 128+N when signal N ended it, 127 when it could not be started (with a
 // message on stderr).

@@ -1,0 +1,5 @@
+// One of three files of a test program for tests/support/test_test_shards.cpp (sharding by file).
+#include <gtest/gtest.h>
+
+TEST(ShardProbe_b, First) {}
+TEST(ShardProbe_b, Second) {}

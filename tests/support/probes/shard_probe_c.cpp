@@ -1,0 +1,5 @@
+// One of three files of a test program for tests/support/test_test_shards.cpp (sharding by file).
+#include <gtest/gtest.h>
+
+TEST(ShardProbe_c, First) {}
+TEST(ShardProbe_c, Second) {}
