@@ -10,9 +10,12 @@
 #include <system_error>
 
 #include "mate/config.hpp"
+#include "mate/core/child_environment.hpp"
 
-// The build tools (ninja, compilers) get this process's environment unchanged, so that what the
-// user set for their toolchain (e.g. LD_LIBRARY_PATH, CCACHE_DIR) reaches it.
+// The build tools (ninja, compilers) get this process's environment, so that what the user set
+// for their toolchain (e.g. LD_LIBRARY_PATH, CCACHE_DIR) reaches it, less the guard allocator's
+// preload (mate/core/child_environment.hpp): under `mate guard-run` the compilers are not the
+// program being debugged.
 extern char** environ;
 
 namespace mate::jit::detail {
@@ -49,7 +52,11 @@ ProcessResult run_process(const std::vector<std::string>& argv, bool stream_to_s
   if (devnull_stdin >= 0) posix_spawn_file_actions_adddup2(&actions, devnull_stdin, 0);
 
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  std::vector<std::string> env = core::unguarded_environment(environ);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (devnull_stdin >= 0) ::close(devnull_stdin);
   if (pipe_fds[1] >= 0) ::close(pipe_fds[1]);

@@ -53,6 +53,8 @@ inline std::string write_compiler_wrapper(const std::string& dir) {
   std::ofstream out(path);
   out << "#!/bin/sh\n"
       << "echo \"$*\" >> " << dir << "/cxx.log\n"
+      << "echo \"LD_PRELOAD=${LD_PRELOAD:-} AUTO_INSTALL=${MATE_GUARD_ALLOCATOR_AUTO_INSTALL:-}\" >> " << dir
+      << "/cxx.env\n"
       << "case \" $* \" in *' --version '*) exec /usr/bin/c++ \"$@\";; esac\n"
       << "if [ -e " << dir << "/kill_builder ]; then\n"
       << "  rm -f " << dir << "/kill_builder\n"

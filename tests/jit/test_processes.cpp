@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -242,6 +243,23 @@ TEST_F(JitProcesses, VerboseStreamsNinjaCommandLines) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("mate: building module 'mate_sample_axpy_f32_t64'"));
   EXPECT_THAT(r.err, HasSubstr(cxx + " -std=c++17")) << "ninja -v prints each full command";
+}
+
+// Under `mate guard-run` the program is guarded, not the compilers its JIT builds start (they
+// would be slow and reach the mapping limit); the user's own LD_PRELOAD still reaches them.
+TEST_F(JitProcesses, BuildToolsUnderGuardRunAreNotGuarded) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "mate guard-run's preload library cannot run under AddressSanitizer";
+#endif
+  auto r = run({MATE_BINARY, "guard-run", "--", JIT_PROBE}, with_env(env({{"LD_PRELOAD", "libm.so.6"}})));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("origin=jit-built"));
+  EXPECT_THAT(r.out, HasSubstr("result=ok"));
+  const std::string seen = read_file(dir.path + "/cxx.env");
+  std::istringstream lines(seen);
+  int tools = 0;
+  for (std::string line; std::getline(lines, line); ++tools) EXPECT_EQ(line, "LD_PRELOAD=libm.so.6 AUTO_INSTALL=");
+  EXPECT_GE(tools, 2) << seen;  // --version, compile, link
 }
 
 TEST_F(JitProcesses, MateFindsTheBuildTreeAotModulesNextToItsBinary) {

@@ -18,7 +18,9 @@ struct RunResult {
 
 struct RunOptions {
   // Variables to set in the child. The child starts from this process's environment with
-  // every MATE_* variable removed, so a developer's shell cannot change a test's outcome.
+  // every MATE_* variable removed, so a developer's shell cannot change a test's outcome, and
+  // without the guard's preload library in LD_PRELOAD (the suite's guard mode guards the test
+  // process only, as the seed's pytest plugin does).
   std::map<std::string, std::string> env;
   std::optional<std::string> stdin_text;
   std::optional<std::string> cwd;
