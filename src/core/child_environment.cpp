@@ -17,7 +17,8 @@ std::string without_guard_preload(std::string_view entry) {
   while (!rest.empty()) {
     const std::size_t cut = rest.find_first_of(": ");
     const std::string_view item = rest.substr(0, cut);
-    if (!item.empty() && item.find(kPreloadName) == std::string_view::npos) {
+    const std::string_view file = item.substr(item.rfind('/') + 1);  // npos + 1 == 0
+    if (!item.empty() && file.rfind(kPreloadName, 0) != 0) {
       if (kept.size() > kPrefix.size()) kept += ':';
       kept += item;
     }

@@ -25,10 +25,11 @@ bool register_crash_context_here(CrashContextProvider provider) noexcept {
 
 bool register_crash_context(CrashContextProvider provider) noexcept {
   const bool here = register_crash_context_here(provider);
-  // Looked up on each call (registration is rare): a preload can only be there from the start.
+  // Looked up once: a preload is there from the start or not at all. dlsym takes the dynamic
+  // loader's lock, so callers register outside their own locks (src/log/settings.cpp).
   using Registrar = int (*)(CrashContextProvider) noexcept;
-  if (auto preload = reinterpret_cast<Registrar>(dlsym(RTLD_DEFAULT, kPreloadCrashContextRegistrar)))
-    preload(provider);
+  static const auto preload = reinterpret_cast<Registrar>(dlsym(RTLD_DEFAULT, kPreloadCrashContextRegistrar));
+  if (preload != nullptr) preload(provider);
   return here;
 }
 

@@ -64,7 +64,11 @@ void pop_in_flight() noexcept {
 }
 
 void register_crash_context_provider() noexcept {
-  core::register_crash_context(&provide);
+  // Once per process (every logged call asks); never under the settings lock, since the first
+  // registration looks the guard's preload up with dlsym (mate/core/crash_context.hpp).
+  static std::atomic<bool> registered{false};
+  if (registered.load(std::memory_order_acquire)) return;
+  if (core::register_crash_context(&provide)) registered.store(true, std::memory_order_release);
 }
 
 }  // namespace mate::log::detail

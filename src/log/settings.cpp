@@ -44,16 +44,20 @@ void load_locked(Shared& s) {
   s.settings = std::move(next);
   s.loaded = true;
   g_level.store(s.settings.level, std::memory_order_relaxed);
-  if (s.settings.level > 0) register_crash_context_provider();
 }
 
 }  // namespace
 
 Settings current_settings() {
   Shared& s = shared();
-  std::lock_guard lock(s.mutex);
-  if (!s.loaded) load_locked(s);
-  return s.settings;
+  Settings settings;
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.loaded) load_locked(s);
+    settings = s.settings;
+  }
+  if (settings.level > 0) register_crash_context_provider();  // outside the lock: see there
+  return settings;
 }
 
 }  // namespace detail
@@ -65,18 +69,25 @@ int level() {
 
 void reconfigure() {
   detail::Shared& s = detail::shared();
-  std::lock_guard lock(s.mutex);
-  detail::load_locked(s);
+  int level = 0;
+  {
+    std::lock_guard lock(s.mutex);
+    detail::load_locked(s);
+    level = s.settings.level;
+  }
+  if (level > 0) detail::register_crash_context_provider();
 }
 
 void set_level_for_testing(int level) {
   detail::Shared& s = detail::shared();
-  std::lock_guard lock(s.mutex);
-  if (!s.loaded) detail::load_locked(s);
-  s.settings.level = level;
-  if (level > 0 && !s.settings.sink) s.settings.sink = core::LogSink::open(s.destination);
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.loaded) detail::load_locked(s);
+    s.settings.level = level;
+    if (level > 0 && !s.settings.sink) s.settings.sink = core::LogSink::open(s.destination);
+    detail::g_level.store(level, std::memory_order_relaxed);
+  }
   if (level > 0) detail::register_crash_context_provider();
-  detail::g_level.store(level, std::memory_order_relaxed);
 }
 
 void add_call_hook(CallHook* hook) {

@@ -30,6 +30,9 @@ TEST(UnguardedEnvironment, KeepsTheUsersOwnPreloadsInOrder) {
             (Env{"LD_PRELOAD=libfoo.so:/x/libbar.so"}));
   EXPECT_EQ(unguarded({"LD_PRELOAD=libfoo.so::/b/libmate_guard_preload.so"}), (Env{"LD_PRELOAD=libfoo.so"}));
   EXPECT_EQ(unguarded({"LD_PRELOAD=libfoo.so"}), (Env{"LD_PRELOAD=libfoo.so"}));
+  // Only the file name counts: a folder named like the preload is someone else's library.
+  EXPECT_EQ(unguarded({"LD_PRELOAD=/x/libmate_guard_preload_build/libfoo.so:libmate_guard_preload.so"}),
+            (Env{"LD_PRELOAD=/x/libmate_guard_preload_build/libfoo.so"}));
   EXPECT_EQ(unguarded({"LD_PRELOAD="}), Env{});
   EXPECT_EQ(unguarded({}), Env{});
 }

@@ -43,8 +43,13 @@ std::string malloc_provider() {
 
 bool listing_tests(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
-    if (std::string_view(argv[i]) == "--gtest_list_tests") return true;
+    if (std::string_view(argv[i]).rfind("--gtest_list_tests", 0) == 0) return true;
   return false;
+}
+
+// Whether `path` names the guard's preload library (by file name: a folder may be called so).
+bool is_guard_preload(std::string_view path) {
+  return path.substr(path.rfind('/') + 1).rfind("libmate_guard_preload", 0) == 0;
 }
 
 }  // namespace
@@ -54,6 +59,8 @@ GuardTestOptions take_guard_test_options(int& argc, char** argv) {
   options.guard_alloc = config::pytest_guard_alloc();
   options.mode = config::pytest_guard_mode();
   options.log_allocations = config::pytest_guard_log_allocations();
+  options.mode_chosen = config::is_set(config::Var::MATE_PYTEST_GUARD_MODE);
+  options.log_allocations_chosen = config::is_set(config::Var::MATE_PYTEST_GUARD_LOG_ALLOCATIONS);
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
@@ -61,15 +68,20 @@ GuardTestOptions take_guard_test_options(int& argc, char** argv) {
       options.guard_alloc = true;
     } else if (arg == "--no-guard-alloc") {
       options.guard_alloc = false;
-    } else if (arg == "--guard-log-allocations") {
-      options.log_allocations = true;
-    } else if (arg == "--no-guard-log-allocations") {
-      options.log_allocations = false;
+    } else if (arg == "--guard-log-allocations" || arg == "--no-guard-log-allocations") {
+      options.log_allocations = arg == "--guard-log-allocations";
+      options.log_allocations_chosen = true;
     } else if (arg == "--guard-mode") {
       if (i + 1 >= argc) throw std::invalid_argument("--guard-mode needs a value: tail or head");
       options.mode = checked_mode(argv[++i], "--guard-mode");
+      options.mode_chosen = true;
     } else if (arg.rfind("--guard-mode=", 0) == 0) {
       options.mode = checked_mode(arg.substr(std::strlen("--guard-mode=")), "--guard-mode");
+      options.mode_chosen = true;
+    } else if (arg.rfind("--guard", 0) == 0 || arg.rfind("--no-guard", 0) == 0) {
+      throw std::invalid_argument("unknown flag " + std::string(arg) +
+                                  "; accepted: --guard-alloc, --no-guard-alloc, --guard-mode tail|head, "
+                                  "--guard-log-allocations, --no-guard-log-allocations");
     } else {
       argv[kept++] = argv[i];
       continue;
@@ -84,8 +96,7 @@ GuardTestOptions take_guard_test_options(int& argc, char** argv) {
 }
 
 bool running_guarded() {
-  static const bool guarded = malloc_provider().find("libmate_guard_preload") != std::string::npos &&
-                              config::guard_allocator_auto_install();
+  static const bool guarded = is_guard_preload(malloc_provider()) && config::guard_allocator_auto_install();
   return guarded;
 }
 
@@ -93,12 +104,18 @@ void enter_guard_test_mode(const GuardTestOptions& options, char* const* argv) {
   if (running_guarded()) {
     // Already guarded: by our own re-execution, or by `mate guard-run` around the whole run.
     const std::string in_force = config::guard_allocator_mode();
-    if (options.guard_alloc && in_force != options.mode)
+    const bool logging = config::guard_allocator_log_allocations();
+    if (options.mode_chosen && in_force != options.mode)
       throw std::runtime_error("this test program already runs under the guarded allocator in " + in_force +
                                " mode (mate guard-run?), but " + options.mode +
                                " mode was asked for (--guard-mode / MATE_PYTEST_GUARD_MODE)");
+    if (options.log_allocations_chosen && logging != options.log_allocations)
+      throw std::runtime_error(std::string("this test program already runs under the guarded allocator with its "
+                                           "allocation log ") + (logging ? "on" : "off") +
+                               " (mate guard-run?), but " + (options.log_allocations ? "on" : "off") +
+                               " was asked for (--[no-]guard-log-allocations / MATE_PYTEST_GUARD_LOG_ALLOCATIONS)");
     std::fprintf(stderr, "[mate tests] guarded allocator in force: %s mode, allocation log %s\n", in_force.c_str(),
-                 config::guard_allocator_log_allocations() ? "on" : "off");
+                 logging ? "on" : "off");
     return;
   }
   if (!options.guard_alloc) return;

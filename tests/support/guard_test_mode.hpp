@@ -22,17 +22,25 @@ struct GuardTestOptions {
   bool guard_alloc = false;
   std::string mode = "tail";  // tail or head
   bool log_allocations = false;
+  // Whether the user chose mode / log_allocations (a flag, or a variable set in the
+  // environment), rather than taking the default: only a choice can conflict with a guard
+  // already in force.
+  bool mode_chosen = false;
+  bool log_allocations_chosen = false;
 };
 
 // Reads the defaults from MATE_PYTEST_GUARD_ALLOC / _MODE / _LOG_ALLOCATIONS, then takes the
 // guard flags out of argv (so GoogleTest never sees them). Throws std::invalid_argument (or the
-// registry's ConfigError) naming the bad flag or value and what is accepted.
+// registry's ConfigError) naming the bad flag or value and what is accepted; an unknown flag
+// starting with --guard or --no-guard is an error rather than passed on to GoogleTest, which
+// would ignore it and run unguarded.
 GuardTestOptions take_guard_test_options(int& argc, char** argv);
 
 // Puts this process in the state `options` asks for: returns at once when guard mode is off or
 // already in force; otherwise re-executes the program (`argv`: its arguments as given, flags
-// included) under the preload library and does not return. Throws std::runtime_error when guard mode cannot be had (a sanitizer build, the
-// preload missing, or another guard mode already in force).
+// included) under the preload library and does not return. Throws std::runtime_error when guard
+// mode cannot be had: a sanitizer build, the preload missing, or a guard already in force with
+// another mode or allocation log than the one chosen.
 void enter_guard_test_mode(const GuardTestOptions& options, char* const* argv);
 
 // True when this process's allocations go through the guarded allocator's preload library

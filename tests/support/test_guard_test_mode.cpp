@@ -114,6 +114,21 @@ TEST_F(GuardTestMode, KnowsWhenMateGuardRunStartedIt) {
   EXPECT_THAT(conflict.err, HasSubstr("but tail mode was asked for"));
 }
 
+// A default is not a choice: with only MATE_PYTEST_GUARD_ALLOC=1 exported (the seed's debug
+// session), `mate guard-run --mode head` decides the mode. A chosen allocation log that differs
+// from the one in force is refused like a mode.
+TEST_F(GuardTestMode, UnderMateGuardRunOnlyAChoiceCanConflict) {
+  RunOptions options;
+  options.env = {{"MATE_PYTEST_GUARD_ALLOC", "1"}};
+  auto r = run({MATE_BINARY, "guard-run", "--mode", "head", "--", MATE_GUARD_MODE_PROBE,
+                "--gtest_filter=Probe.SaysWhetherItRunsGuarded"}, options);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("guarded allocator in force: head mode, allocation log off"));
+  auto log = run({MATE_BINARY, "guard-run", "--", MATE_GUARD_MODE_PROBE, "--guard-log-allocations"});
+  EXPECT_EQ(log.exit_code, 2);
+  EXPECT_THAT(log.err, HasSubstr("already runs under the guarded allocator with its allocation log off"));
+}
+
 // ctest's discovery lists the tests; a listing is never re-executed.
 TEST_F(GuardTestMode, ListingIsTheSame) {
   auto plain = run({MATE_GUARD_MODE_PROBE, "--gtest_list_tests"});
@@ -131,6 +146,13 @@ TEST(GuardTestModeInput, BadModeFlagIsRefused) {
   auto missing = probe("SaysWhetherItRunsGuarded", {"--guard-mode"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.err, HasSubstr("--guard-mode needs a value: tail or head"));
+}
+
+// A mistyped flag would otherwise reach GoogleTest, which ignores it: the run would pass unguarded.
+TEST(GuardTestModeInput, UnknownGuardFlagIsRefused) {
+  auto r = probe("SaysWhetherItRunsGuarded", {"--guard-allocs"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown flag --guard-allocs; accepted: --guard-alloc, --no-guard-alloc"));
 }
 
 TEST(GuardTestModeInput, BadVariableIsRefused) {

@@ -64,7 +64,9 @@ void select_test_shard() {
     throw std::invalid_argument("MATE_PYTEST_SHARD_INDEX=" + std::to_string(index) +
                                 " is not below MATE_PYTEST_SHARD_TOTAL=" + std::to_string(total) +
                                 "; accepted: 0 to " + std::to_string(total - 1));
-  if (total <= 1) return;
+  // A listing (ctest's discovery) names every test: the ctest entries it makes are each run
+  // later, with the shard variables in force then.
+  if (total <= 1 || GTEST_FLAG_GET(list_tests)) return;
   const std::string filter = GTEST_FLAG_GET(filter);
   std::string excluded;
   const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();

@@ -75,6 +75,18 @@ TEST(TestShards, EveryTestRunsInExactlyOneShardWithTheRestOfItsFile) {
   }
 }
 
+// ctest's discovery may run with the shard variables set: it must still see every test, or the
+// tests of other shards would never become ctest entries.
+TEST(TestShards, ListingNamesEveryTest) {
+  RunOptions options;
+  options.env = {{"MATE_PYTEST_SHARD_TOTAL", "2"}, {"MATE_PYTEST_SHARD_INDEX", "0"}};
+  auto sharded = run({MATE_SHARD_PROBE, "--gtest_list_tests"}, options);
+  auto plain = run({MATE_SHARD_PROBE, "--gtest_list_tests"});
+  EXPECT_EQ(sharded.exit_code, 0) << sharded.err;
+  EXPECT_EQ(sharded.out, plain.out);
+  EXPECT_THAT(plain.out, HasSubstr("ShardProbe_a."));
+}
+
 TEST(TestShards, TestsOfOtherShardsAreReportedSkipped) {
   const int elsewhere = static_cast<int>(1 - shard_of_file("probes/shard_probe_b.cpp", 2));
   auto r = shard(2, elsewhere, "ShardProbe_b.First");

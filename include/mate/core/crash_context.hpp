@@ -18,7 +18,10 @@ using CrashContextProvider = std::size_t (*)(char* buffer, std::size_t cap) noex
 // Registers a provider (at most 8; duplicates ignored). Returns false when the table is full.
 // Under `mate guard-run` the reports are written by the preload library, which carries its own
 // copy of this table: the provider is handed to it too (through the C symbol below), so a
-// report from the preload names the API call in flight in the guarded program.
+// report from the preload names the API call in flight in the guarded program. The first call
+// looks the preload up with dlsym (the dynamic loader's lock): do not hold a lock of your own
+// that a library constructor could also take. A provider must stay loaded for the life of the
+// process (there is no unregistering; a dlclose'd provider would be called by a later report).
 bool register_crash_context(CrashContextProvider provider) noexcept;
 
 // The same in this copy of the table only (what the preload's exported registrar calls).
