@@ -27,6 +27,8 @@
 #include <cstring>
 #include <malloc.h>
 
+#include <new>
+
 #include "mate/config.hpp"
 #include "mate/core/crash_context.hpp"
 #include "mate/guard/allocator.hpp"
@@ -235,15 +237,24 @@ MATE_EXPORT int mate_guard_preload_register_crash_context(mate::core::CrashConte
   return mate::core::register_crash_context_here(provider) ? 1 : 0;
 }
 
-MATE_EXPORT void* malloc(size_t size) noexcept {
+namespace {
+
+// The bodies of malloc and free, inlined into each entry point (malloc, operator new, ...) so
+// that guard_alloc and guard_free are called from the entry point's own frame: backtraces skip
+// exactly those two frames (config.skip_frames), and the first one shown is the caller's.
+// `alignment` 0 is malloc's.
+__attribute__((always_inline)) inline void* allocate_path(std::size_t size, std::size_t alignment) noexcept {
   if (guarded() && size >= g_min_bytes) {
-    if (void* p = guard_alloc(size, 0)) return p;
+    if (void* p = guard_alloc(size, alignment != 0 && alignment < 16 ? 16 : alignment)) return p;
   }
   count_unguarded(size);
-  return unguarded_malloc(size);
+  if (alignment == 0) return unguarded_malloc(size);
+  if (t_inside)
+    if (void* p = arena::arena_allocate(size, alignment, false)) return p;
+  return __libc_memalign(alignment, size);
 }
 
-MATE_EXPORT void free(void* p) noexcept {
+__attribute__((always_inline)) inline void free_path(void* p) noexcept {
   if (p == nullptr) return;
   if (arena::arena_owns(p)) {
     arena::arena_free(p);
@@ -263,6 +274,82 @@ MATE_EXPORT void free(void* p) noexcept {
   }
   __libc_free(p);
 }
+
+}  // namespace
+
+MATE_EXPORT void* malloc(size_t size) noexcept { return allocate_path(size, 0); }
+
+MATE_EXPORT void free(void* p) noexcept { free_path(p); }
+
+// ---- C++'s replaceable allocation functions ([new.delete]) ----
+// libstdc++'s call malloc; defined here instead, the caller of `new` is the first frame of an
+// allocation's backtrace (not libstdc++'s operator new), and the unwinder need not read
+// libstdc++'s unwind tables for every C++ allocation (~128 KiB of the guarded program's resident
+// memory, bench/README.md "guard"). A program that defines its own keeps them: the executable
+// comes before the preload in symbol lookup.
+
+namespace {
+
+// After a failed allocation: the new-handler loop of [new.delete.single], then bad_alloc (or
+// nullptr for the nothrow forms). Rare, so one frame deeper than the first attempt is fine.
+__attribute__((noinline)) void* new_after_failure(std::size_t size, std::size_t alignment, bool nothrow) {
+  for (;;) {
+    std::new_handler handler = std::get_new_handler();
+    if (handler == nullptr) {
+      if (nothrow) return nullptr;
+      throw std::bad_alloc();
+    }
+    if (nothrow) {
+      try {
+        handler();
+      } catch (const std::bad_alloc&) {
+        return nullptr;
+      }
+    } else {
+      handler();
+    }
+    if (void* p = allocate_path(size, alignment)) return p;
+  }
+}
+
+}  // namespace
+
+#define MATE_NEW __attribute__((visibility("default")))
+#define MATE_NEW_BODY(size, alignment, nothrow)                   \
+  if (void* p = allocate_path(size, alignment)) return p;         \
+  return new_after_failure(size, alignment, nothrow)
+
+MATE_NEW void* operator new(std::size_t size) { MATE_NEW_BODY(size, 0, false); }
+MATE_NEW void* operator new[](std::size_t size) { MATE_NEW_BODY(size, 0, false); }
+MATE_NEW void* operator new(std::size_t size, const std::nothrow_t&) noexcept { MATE_NEW_BODY(size, 0, true); }
+MATE_NEW void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { MATE_NEW_BODY(size, 0, true); }
+MATE_NEW void* operator new(std::size_t size, std::align_val_t a) {
+  MATE_NEW_BODY(size, static_cast<std::size_t>(a), false);
+}
+MATE_NEW void* operator new[](std::size_t size, std::align_val_t a) {
+  MATE_NEW_BODY(size, static_cast<std::size_t>(a), false);
+}
+MATE_NEW void* operator new(std::size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
+  MATE_NEW_BODY(size, static_cast<std::size_t>(a), true);
+}
+MATE_NEW void* operator new[](std::size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
+  MATE_NEW_BODY(size, static_cast<std::size_t>(a), true);
+}
+
+// Every form of delete is free (the size and alignment arguments are not needed: the guard knows
+// each allocation's).
+MATE_NEW void operator delete(void* p) noexcept { free_path(p); }
+MATE_NEW void operator delete[](void* p) noexcept { free_path(p); }
+MATE_NEW void operator delete(void* p, std::size_t) noexcept { free_path(p); }
+MATE_NEW void operator delete[](void* p, std::size_t) noexcept { free_path(p); }
+MATE_NEW void operator delete(void* p, std::align_val_t) noexcept { free_path(p); }
+MATE_NEW void operator delete[](void* p, std::align_val_t) noexcept { free_path(p); }
+MATE_NEW void operator delete(void* p, std::size_t, std::align_val_t) noexcept { free_path(p); }
+MATE_NEW void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { free_path(p); }
+MATE_NEW void operator delete(void* p, const std::nothrow_t&) noexcept { free_path(p); }
+MATE_NEW void operator delete[](void* p, const std::nothrow_t&) noexcept { free_path(p); }
+MATE_NEW void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { free_path(p); }
+MATE_NEW void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { free_path(p); }
 
 MATE_EXPORT void* calloc(size_t n, size_t size) noexcept {
   size_t total;

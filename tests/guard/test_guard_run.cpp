@@ -100,6 +100,40 @@ TEST_F(GuardRun, ReportNamesTheApiCallInFlightInTheGuardedProgram) {
   EXPECT_THAT(r.err, HasSubstr("mate API call in flight on this thread: OverflowingOp.run #1\n"));
 }
 
+// The line after `heading` in a report: the first frame of that backtrace.
+std::string first_frame_after(const std::string& report, const std::string& heading) {
+  const auto at = report.find(heading);
+  if (at == std::string::npos) return "";
+  const auto start = report.find('\n', at) + 1;
+  return report.substr(start, report.find('\n', start) - start);
+}
+
+// C++ new and delete are the preload's own (not libstdc++'s, which call malloc): the first frame
+// of each backtrace is the program's code, and the failure rules of [new.delete] hold.
+TEST_F(GuardRun, CxxNewAndDeleteAreGuardedAndTheCallerIsTheFirstFrame) {
+  auto past = run({MATE_BINARY, "guard-run", "--", MATE_CXX_NEW_CHILD, "past"});
+  EXPECT_EQ(past.exit_code, 128 + 11) << past.err;
+  EXPECT_THAT(past.err, HasSubstr("0 bytes past the end of allocation #"));
+  EXPECT_THAT(past.err, HasSubstr(" of 4000 bytes at ["));
+  EXPECT_THAT(first_frame_after(past.err, "allocated by thread"), HasSubstr("cxx_new_child(")) << past.err;
+
+  auto stale = run({MATE_BINARY, "guard-run", "--", MATE_CXX_NEW_CHILD, "after_delete"});
+  EXPECT_EQ(stale.exit_code, 128 + 11) << stale.err;
+  EXPECT_THAT(stale.err, HasSubstr("mate guard: use-after-free"));
+  EXPECT_THAT(first_frame_after(stale.err, "allocated by thread"), HasSubstr("cxx_new_child(")) << stale.err;
+  EXPECT_THAT(first_frame_after(stale.err, "freed by thread"), HasSubstr("cxx_new_child(")) << stale.err;
+
+  auto failures = run({MATE_BINARY, "guard-run", "--", MATE_CXX_NEW_CHILD, "failures"});
+  EXPECT_EQ(failures.exit_code, 0) << failures.err;
+  EXPECT_EQ(failures.out, "bad_alloc\nnothrow null\nhandler calls 1, then bad_alloc\n");
+
+  auto aligned = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_CXX_NEW_CHILD, "aligned"});
+  EXPECT_EQ(aligned.exit_code, 0) << aligned.err;
+  EXPECT_EQ(aligned.out, "aligned 1\n");
+  EXPECT_THAT(aligned.err, HasSubstr(" size 4096 mode tail host guard ["));
+  EXPECT_THAT(aligned.err, HasSubstr(" size 4096 canary intact"));
+}
+
 TEST_F(GuardRun, HeadModeReportsTheUnderrun) {
   auto r = run({MATE_BINARY, "guard-run", "--mode", "head", "--", MATE_HEAP_BUG, "before"});
   EXPECT_EQ(r.exit_code, 128 + 11) << r.err;
