@@ -283,10 +283,9 @@ MATE_EXPORT void free(void* p) noexcept { free_path(p); }
 
 // ---- C++'s replaceable allocation functions ([new.delete]) ----
 // libstdc++'s call malloc; defined here instead, the caller of `new` is the first frame of an
-// allocation's backtrace (not libstdc++'s operator new), and the unwinder need not read
-// libstdc++'s unwind tables for every C++ allocation (~128 KiB of the guarded program's resident
-// memory, bench/README.md "guard"). A program that defines its own keeps them: the executable
-// comes before the preload in symbol lookup.
+// allocation's backtrace (not libstdc++'s operator new), and a C++ allocation costs one call
+// less. (libstdc++'s unwind tables are still read: its own start-up allocates.) A program that
+// defines its own keeps them: the executable comes before the preload in symbol lookup.
 
 namespace {
 
