@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "mate/core/signal_safe_format.hpp"
+#include "symbolize.hpp"
 
 namespace mate::guard {
 
@@ -79,8 +80,9 @@ void write_frames(int fd, const char* title, void* const* frames, int count, pid
     if (count == 0) w.str(": no backtrace (backtraces are off, or the depot of distinct stacks is full)");
     w.chr('\n');
   }
-  // backtrace_symbols_fd writes "module(function+offset) [address]" lines without malloc.
-  if (count > 0) backtrace_symbols_fd(frames, count, fd);
+  // Function, file and line when addr2line can say; else backtrace_symbols_fd's
+  // "module(function+offset) [address]" lines (dynamic symbols only), written without malloc.
+  if (count > 0 && !write_symbolized_frames(fd, frames, count)) backtrace_symbols_fd(frames, count, fd);
 }
 
 void write_stack(int fd, const char* title, const StackDepot& depot, std::uint32_t handle, pid_t tid) noexcept {
