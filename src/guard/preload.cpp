@@ -27,8 +27,6 @@
 #include <cstring>
 #include <malloc.h>
 
-#include <new>
-
 #include "mate/config.hpp"
 #include "mate/core/crash_context.hpp"
 #include "mate/guard/allocator.hpp"
@@ -204,7 +202,8 @@ bool in_guarded_range(void* p) noexcept {
   return d.found && !d.outside;
 }
 
-void* aligned(std::size_t alignment, std::size_t size) noexcept {
+// Inlined into each entry point, as allocate_path is (backtraces skip exactly two frames).
+__attribute__((always_inline)) inline void* aligned(std::size_t alignment, std::size_t size) noexcept {
   if (guarded() && size >= g_min_bytes) {
     if (void* p = guard_alloc(size, alignment < 16 ? 16 : alignment)) return p;
   }
@@ -239,7 +238,7 @@ MATE_EXPORT int mate_guard_preload_register_crash_context(mate::core::CrashConte
 
 namespace {
 
-// The bodies of malloc and free, inlined into each entry point (malloc, operator new, ...) so
+// The bodies of malloc and free, inlined into each entry point (malloc, realloc, ...) so
 // that guard_alloc and guard_free are called from the entry point's own frame: backtraces skip
 // exactly those two frames (config.skip_frames), and the first one shown is the caller's.
 // `alignment` 0 is malloc's.
@@ -281,74 +280,6 @@ MATE_EXPORT void* malloc(size_t size) noexcept { return allocate_path(size, 0); 
 
 MATE_EXPORT void free(void* p) noexcept { free_path(p); }
 
-// ---- C++'s replaceable allocation functions ([new.delete]) ----
-// libstdc++'s call malloc; defined here instead, the caller of `new` is the first frame of an
-// allocation's backtrace (not libstdc++'s operator new), and a C++ allocation costs one call
-// less. (libstdc++'s unwind tables are still read: its own start-up allocates.) A program that
-// defines its own keeps them: the executable comes before the preload in symbol lookup.
-
-namespace {
-
-// After a failed allocation: the new-handler loop of [new.delete.single], then bad_alloc (or
-// nullptr for the nothrow forms). Rare, so one frame deeper than the first attempt is fine.
-__attribute__((noinline)) void* new_after_failure(std::size_t size, std::size_t alignment, bool nothrow) {
-  for (;;) {
-    std::new_handler handler = std::get_new_handler();
-    if (handler == nullptr) {
-      if (nothrow) return nullptr;
-      throw std::bad_alloc();
-    }
-    if (nothrow) {
-      try {
-        handler();
-      } catch (const std::bad_alloc&) {
-        return nullptr;
-      }
-    } else {
-      handler();
-    }
-    if (void* p = allocate_path(size, alignment)) return p;
-  }
-}
-
-}  // namespace
-
-#define MATE_NEW __attribute__((visibility("default")))
-#define MATE_NEW_BODY(size, alignment, nothrow)                   \
-  if (void* p = allocate_path(size, alignment)) return p;         \
-  return new_after_failure(size, alignment, nothrow)
-
-MATE_NEW void* operator new(std::size_t size) { MATE_NEW_BODY(size, 0, false); }
-MATE_NEW void* operator new[](std::size_t size) { MATE_NEW_BODY(size, 0, false); }
-MATE_NEW void* operator new(std::size_t size, const std::nothrow_t&) noexcept { MATE_NEW_BODY(size, 0, true); }
-MATE_NEW void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { MATE_NEW_BODY(size, 0, true); }
-MATE_NEW void* operator new(std::size_t size, std::align_val_t a) {
-  MATE_NEW_BODY(size, static_cast<std::size_t>(a), false);
-}
-MATE_NEW void* operator new[](std::size_t size, std::align_val_t a) {
-  MATE_NEW_BODY(size, static_cast<std::size_t>(a), false);
-}
-MATE_NEW void* operator new(std::size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
-  MATE_NEW_BODY(size, static_cast<std::size_t>(a), true);
-}
-MATE_NEW void* operator new[](std::size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
-  MATE_NEW_BODY(size, static_cast<std::size_t>(a), true);
-}
-
-// Every form of delete is free (the size and alignment arguments are not needed: the guard knows
-// each allocation's).
-MATE_NEW void operator delete(void* p) noexcept { free_path(p); }
-MATE_NEW void operator delete[](void* p) noexcept { free_path(p); }
-MATE_NEW void operator delete(void* p, std::size_t) noexcept { free_path(p); }
-MATE_NEW void operator delete[](void* p, std::size_t) noexcept { free_path(p); }
-MATE_NEW void operator delete(void* p, std::align_val_t) noexcept { free_path(p); }
-MATE_NEW void operator delete[](void* p, std::align_val_t) noexcept { free_path(p); }
-MATE_NEW void operator delete(void* p, std::size_t, std::align_val_t) noexcept { free_path(p); }
-MATE_NEW void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { free_path(p); }
-MATE_NEW void operator delete(void* p, const std::nothrow_t&) noexcept { free_path(p); }
-MATE_NEW void operator delete[](void* p, const std::nothrow_t&) noexcept { free_path(p); }
-MATE_NEW void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { free_path(p); }
-MATE_NEW void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { free_path(p); }
 
 MATE_EXPORT void* calloc(size_t n, size_t size) noexcept {
   size_t total;
@@ -367,7 +298,7 @@ MATE_EXPORT void* calloc(size_t n, size_t size) noexcept {
 }
 
 MATE_EXPORT void* realloc(void* p, size_t size) noexcept {
-  if (p == nullptr) return malloc(size);
+  if (p == nullptr) return allocate_path(size, 0);
   if (arena::arena_owns(p)) {
     // Moves out of the arena when a thread outside the guard grows the block: the guard then
     // serves it like any other allocation.
@@ -376,7 +307,7 @@ MATE_EXPORT void* realloc(void* p, size_t size) noexcept {
       return nullptr;
     }
     std::size_t old = arena::arena_usable_size(p);
-    void* q = malloc(size);
+    void* q = allocate_path(size, 0);
     if (q == nullptr) return nullptr;
     std::memcpy(q, p, old < size ? old : size);
     arena::arena_free(p);
@@ -384,14 +315,14 @@ MATE_EXPORT void* realloc(void* p, size_t size) noexcept {
   }
   if (!t_inside && owned(p)) {
     if (size == 0) {
-      free(p);
+      free_path(p);
       return nullptr;
     }
     std::size_t old = g_guard->size_of(reinterpret_cast<std::uintptr_t>(p));
-    void* q = malloc(size);
+    void* q = allocate_path(size, 0);
     if (q == nullptr) return nullptr;
     std::memcpy(q, p, old < size ? old : size);
-    free(p);
+    free_path(p);
     return q;
   }
   if (in_guarded_range(p)) {

@@ -1,15 +1,17 @@
 #include "symbolize.hpp"
 
 #include <dlfcn.h>
-#include <elf.h>
+#include <link.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -32,9 +34,11 @@ constexpr int kMaxEnvironment = 512;
 
 struct FrameInfo {
   std::uintptr_t pc = 0;
-  std::uintptr_t base = 0;      // the module's load address (dli_fbase)
-  std::uintptr_t address = 0;   // what the symbolizer is asked: pc - 1 (the call), module-relative
-  const char* module = nullptr;  // dli_fname
+  std::uintptr_t base = 0;      // the module's load address (dli_fbase), for module+offset
+  std::uintptr_t address = 0;   // what the symbolizer is asked: pc - 1 (the call) less the load bias
+  const void* object = nullptr;  // the module's link_map: frames of one module share it
+  const char* module = nullptr;  // the file to give the symbolizer
+  const char* shown = nullptr;   // the module's name in the report (dli_fname)
   const char* symbol = nullptr;  // dli_sname, when the dynamic symbol table has one
   std::size_t text_begin = 0, text_end = 0;  // this frame's lines in Scratch::output
   bool asked = false;  // its module's symbolizer run is done
@@ -67,7 +71,7 @@ bool find_symbolizer(char* out) noexcept {
     const std::size_t cut = dirs.find(':');
     const std::string_view dir = dirs.substr(0, cut);
     constexpr std::string_view kName = "/addr2line";
-    if (!dir.empty() && dir.size() + kName.size() < kPathBytes) {
+    if (!dir.empty() && dir[0] == '/' && dir.size() + kName.size() < kPathBytes) {  // never ./addr2line
       std::memcpy(out, dir.data(), dir.size());
       std::memcpy(out + dir.size(), kName.data(), kName.size() + 1);
       if (::access(out, X_OK) == 0) return true;
@@ -98,7 +102,7 @@ long long now_ms() noexcept {
 
 // Runs the symbolizer on the frames of one module (`members`, in frame order) and records
 // where each frame's lines are. Returns false when it could not be run.
-bool symbolize_module(Scratch& s, const char* module, const int* members, int count) noexcept {
+bool symbolize_module(Scratch& s, const char* module, const int* members, int count, long long deadline) noexcept {
   const char* argv[8 + kMaxFrames + 1];
   int argc = 0;
   argv[argc++] = s.symbolizer;
@@ -116,34 +120,59 @@ bool symbolize_module(Scratch& s, const char* module, const int* members, int co
   char* const* envp = symbolizer_environment(s);
 
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  // As glibc's posix_spawn does: no signal handler of the program may run in the child, which
+  // shares the parent's memory until execve.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t pid = ::vfork();
   if (pid == 0) {
-    // The child: only dup2, open and execve until it is addr2line.
-    ::dup2(fds[1], 1);
+    // The child: only async-signal-safe calls on its own variables until it is addr2line.
+    for (int sig = 1; sig < NSIG; ++sig) {
+      struct sigaction action {};
+      if (::sigaction(sig, nullptr, &action) == 0 && action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN) {
+        action.sa_handler = SIG_DFL;
+        action.sa_flags = 0;
+        ::sigaction(sig, &action, nullptr);
+      }
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (fds[1] == 1) ::fcntl(1, F_SETFD, 0);  // stdout was closed: the pipe already is fd 1
+    else ::dup2(fds[1], 1);
+    ::fcntl(1, F_SETFL, 0);  // blocking for addr2line (O_NONBLOCK is the open file's, shared)
     const int null = ::open("/dev/null", O_WRONLY);
     if (null >= 0) ::dup2(null, 2);
     ::execve(s.symbolizer, const_cast<char* const*>(argv), envp);
     ::_exit(127);
   }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   ::close(fds[1]);
   if (pid < 0) {
     ::close(fds[0]);
     return false;
   }
   const std::size_t start = s.used;
-  const long long deadline = now_ms() + kTimeoutMs;
   bool timed_out = false;
   while (s.used < kOutputBytes) {
     const long long left = deadline - now_ms();
-    pollfd p{fds[0], POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) == 0) {
+    if (left <= 0) {
       timed_out = true;
       break;
     }
+    pollfd p{fds[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left));
+    if (ready < 0 && errno == EINTR) continue;  // a signal of the program's: the deadline stands
+    if (ready <= 0) {
+      timed_out = ready == 0;
+      if (ready < 0) break;
+      continue;
+    }
     const ssize_t n = ::read(fds[0], s.output + s.used, kOutputBytes - s.used);
     if (n > 0) s.used += static_cast<std::size_t>(n);
-    else if (n < 0 && errno == EINTR) continue;
+    else if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     else break;
   }
   ::close(fds[0]);
@@ -182,7 +211,7 @@ void write_frame(ReportWriter& w, const Scratch& s, int index) noexcept {
     w.str(" in ");
     for (char c : first) w.chr(c);
   }
-  w.str(" (").str(f.module != nullptr ? f.module : "?").str("+").hex(f.pc - f.base).str(")\n");
+  w.str(" (").str(f.shown != nullptr ? f.shown : "?").str("+").hex(f.pc - f.base).str(")\n");
   // Inlined-by lines, indented under the frame.
   std::size_t next = lines.find('\n');
   while (next != std::string_view::npos && next + 1 < lines.size()) {
@@ -200,9 +229,11 @@ void write_frame(ReportWriter& w, const Scratch& s, int index) noexcept {
 bool write_symbolized_frames(int fd, void* const* frames, int count) noexcept {
   if (count <= 0 || count > kMaxFrames || !enabled()) return false;
   if (g_busy.exchange(true, std::memory_order_acquire)) return false;
+  const int saved_errno = errno;  // a report must not change what the program sees
   Scratch& s = g_scratch;
   s.used = 0;
   bool named = false;
+  const long long deadline = now_ms() + kTimeoutMs;  // for the whole backtrace
   if (find_symbolizer(s.symbolizer)) {
     // /proc/<pid>/exe names the main program whatever its path was (relative, or changed since).
     std::memcpy(s.main_program, "/proc/", 6);
@@ -215,14 +246,21 @@ bool write_symbolized_frames(int fd, void* const* frames, int count) noexcept {
       f = FrameInfo{};
       f.pc = reinterpret_cast<std::uintptr_t>(frames[i]);
       Dl_info info{};
-      if (dladdr(reinterpret_cast<void*>(f.pc - 1), &info) == 0 || info.dli_fbase == nullptr) continue;
+      link_map* map = nullptr;
+      if (dladdr1(reinterpret_cast<void*>(f.pc - 1), &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 ||
+          map == nullptr)
+        continue;
       f.base = reinterpret_cast<std::uintptr_t>(info.dli_fbase);
-      f.module = info.dli_fname;
+      f.object = map;
       f.symbol = info.dli_sname;
-      // Shared objects and PIE programs are asked module-relative addresses, fixed-address
-      // programs (ET_EXEC) absolute ones.
-      const auto* header = static_cast<const Elf64_Ehdr*>(info.dli_fbase);
-      f.address = header->e_type == ET_EXEC ? f.pc - 1 : f.pc - 1 - f.base;
+      f.shown = info.dli_fname;
+      // The main program has no name in its link_map: /proc/<pid>/exe is its file, whatever
+      // path started it. Libraries keep theirs (relative ones are relative to the directory
+      // the program was in when it loaded them).
+      f.module = map->l_name[0] == '\0' ? s.main_program : map->l_name;
+      // Symbolizers take addresses as in the file: less the load bias (0 for fixed-address
+      // programs), whatever the first segment's address.
+      f.address = f.pc - 1 - map->l_addr;
     }
     // One symbolizer run per module, in order of first appearance.
     for (int i = 0; i < count; ++i) {
@@ -230,13 +268,11 @@ bool write_symbolized_frames(int fd, void* const* frames, int count) noexcept {
       int members[kMaxFrames];
       int n = 0;
       for (int j = i; j < count; ++j) {
-        if (s.frames[j].module == nullptr || s.frames[j].base != s.frames[i].base) continue;
+        if (s.frames[j].module == nullptr || s.frames[j].object != s.frames[i].object) continue;
         s.frames[j].asked = true;
         members[n++] = j;
       }
-      const char* module = s.frames[i].module;
-      if (module[0] != '/') module = s.main_program;  // the program itself, started by a relative path
-      named = symbolize_module(s, module, members, n) || named;
+      named = symbolize_module(s, s.frames[i].module, members, n, deadline) || named;
     }
   }
   if (named) {
@@ -244,6 +280,7 @@ bool write_symbolized_frames(int fd, void* const* frames, int count) noexcept {
     for (int i = 0; i < count; ++i) write_frame(w, s, i);
   }
   g_busy.store(false, std::memory_order_release);
+  errno = saved_errno;
   return named;
 }
 

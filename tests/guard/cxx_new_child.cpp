@@ -3,8 +3,12 @@
 //   cxx_new_child after_delete   an int written through a pointer after delete
 //   cxx_new_child failures       bad_alloc, the nothrow forms and the new-handler on a huge size
 //   cxx_new_child aligned        new of a type aligned to 4096 bytes, then delete
+//   cxx_new_child realloc_past   one byte past a buffer grown by realloc
+//   cxx_new_child memalign_past  one byte past a buffer from posix_memalign
+// (the last two check that an allocation's first frame is the program's for those entry points)
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -57,6 +61,18 @@ int main(int argc, char** argv) {
     } catch (const std::bad_alloc&) {
       std::printf("handler calls %d, then bad_alloc\n", g_handler_calls);
     }
+    return 0;
+  }
+  if (std::strcmp(mode, "realloc_past") == 0 || std::strcmp(mode, "memalign_past") == 0) {
+    void* p = nullptr;
+    if (mode[0] == 'r') {
+      p = std::realloc(std::malloc(10), 4000);
+    } else if (posix_memalign(&p, 64, 4032) != 0) {
+      return 1;
+    }
+    volatile int index = mode[0] == 'r' ? 4000 : 4032;
+    static_cast<volatile char*>(p)[index] = 1;  // the bug
+    std::free(p);
     return 0;
   }
   if (std::strcmp(mode, "aligned") == 0) {
