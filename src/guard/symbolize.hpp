@@ -7,7 +7,8 @@
 // malloc, no stdio and no locks of its own (pipe, vfork, execve, poll, read, waitpid, on fixed
 // buffers); dladdr, as backtrace_symbols_fd does, is the one call outside the async-signal-safe
 // list. A symbolizer that is missing, fails, or takes more than a few seconds leaves the frames it
-// did not name to the caller's plain output.
+// did not name to the caller's plain output. AddressSanitizer builds never symbolize this way
+// (vfork's child would run instrumented code in the parent's memory).
 #pragma once
 
 namespace mate::guard {
