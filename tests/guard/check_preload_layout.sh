@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The guard preload's code layout (src/guard/preload_layout.ld) does what it says: the seldom-run
-# code (device-driver loading, configuration messages) sits in .text.seldom_run, the allocation
+# code (device-driver loading, configuration messages, report symbolization) sits in .text.seldom_run, the allocation
 # path in .text, and the library needs no libfmt. A pattern in the script that stops matching
 # (a renamed file, other object names) would otherwise change nothing visible but the guarded
 # program's resident memory.
@@ -20,7 +20,8 @@ inside() {  # symbol pattern, section start, size -> ok when the symbol lies in 
   (( 16#$address >= 16#$2 && 16#$address < 16#$2 + 16#$3 )) || { echo "$1 at 0x$address is outside the section at 0x$2 (+0x$3)"; return 1; }
 }
 status=0
-for seldom in "mate::device::open_driver_backend(" "mate::config::accepted_values[" "mate::config::unknown_variables()"; do
+for seldom in "mate::device::open_driver_backend(" "mate::config::accepted_values[" "mate::config::unknown_variables()" \
+              "mate::guard::write_symbolized_frames("; do
   inside "$seldom" "$seldom_start" "$seldom_size" || status=1
 done
 for hot in "mate::guard::GuardAllocator::allocate(" "mate::guard::GuardAllocator::deallocate(" "mate::config::parse_scalar("; do
