@@ -238,19 +238,15 @@ MATE_EXPORT int mate_guard_preload_register_crash_context(mate::core::CrashConte
 
 namespace {
 
-// The bodies of malloc and free, inlined into each entry point (malloc, realloc, ...) so
-// that guard_alloc and guard_free are called from the entry point's own frame: backtraces skip
+// The bodies of malloc and free, inlined into each entry point (malloc, realloc) so that
+// guard_alloc and guard_free are called from the entry point's own frame: backtraces skip
 // exactly those two frames (config.skip_frames), and the first one shown is the caller's.
-// `alignment` 0 is malloc's.
-__attribute__((always_inline)) inline void* allocate_path(std::size_t size, std::size_t alignment) noexcept {
+__attribute__((always_inline)) inline void* allocate_path(std::size_t size) noexcept {
   if (guarded() && size >= g_min_bytes) {
-    if (void* p = guard_alloc(size, alignment != 0 && alignment < 16 ? 16 : alignment)) return p;
+    if (void* p = guard_alloc(size, 0)) return p;
   }
   count_unguarded(size);
-  if (alignment == 0) return unguarded_malloc(size);
-  if (t_inside)
-    if (void* p = arena::arena_allocate(size, alignment, false)) return p;
-  return __libc_memalign(alignment, size);
+  return unguarded_malloc(size);
 }
 
 __attribute__((always_inline)) inline void free_path(void* p) noexcept {
@@ -276,10 +272,9 @@ __attribute__((always_inline)) inline void free_path(void* p) noexcept {
 
 }  // namespace
 
-MATE_EXPORT void* malloc(size_t size) noexcept { return allocate_path(size, 0); }
+MATE_EXPORT void* malloc(size_t size) noexcept { return allocate_path(size); }
 
 MATE_EXPORT void free(void* p) noexcept { free_path(p); }
-
 
 MATE_EXPORT void* calloc(size_t n, size_t size) noexcept {
   size_t total;
@@ -298,7 +293,7 @@ MATE_EXPORT void* calloc(size_t n, size_t size) noexcept {
 }
 
 MATE_EXPORT void* realloc(void* p, size_t size) noexcept {
-  if (p == nullptr) return allocate_path(size, 0);
+  if (p == nullptr) return allocate_path(size);
   if (arena::arena_owns(p)) {
     // Moves out of the arena when a thread outside the guard grows the block: the guard then
     // serves it like any other allocation.
@@ -307,7 +302,7 @@ MATE_EXPORT void* realloc(void* p, size_t size) noexcept {
       return nullptr;
     }
     std::size_t old = arena::arena_usable_size(p);
-    void* q = allocate_path(size, 0);
+    void* q = allocate_path(size);
     if (q == nullptr) return nullptr;
     std::memcpy(q, p, old < size ? old : size);
     arena::arena_free(p);
@@ -319,7 +314,7 @@ MATE_EXPORT void* realloc(void* p, size_t size) noexcept {
       return nullptr;
     }
     std::size_t old = g_guard->size_of(reinterpret_cast<std::uintptr_t>(p));
-    void* q = allocate_path(size, 0);
+    void* q = allocate_path(size);
     if (q == nullptr) return nullptr;
     std::memcpy(q, p, old < size ? old : size);
     free_path(p);

@@ -81,8 +81,8 @@ bool find_symbolizer(char* out) noexcept {
   }
 }
 
-// The environment without the guard (its preload and bootstrap variables): the symbolizer is
-// not the program being debugged.
+// The environment without LD_PRELOAD (the guard's preload among them) and the guard's bootstrap
+// variables: the symbolizer is not the program being debugged.
 char* const* symbolizer_environment(Scratch& s) noexcept {
   int n = 0;
   for (char** e = environ; e != nullptr && *e != nullptr && n < kMaxEnvironment - 1; ++e) {
@@ -102,7 +102,8 @@ long long now_ms() noexcept {
 
 // Runs the symbolizer on the frames of one module (`members`, in frame order) and records
 // where each frame's lines are. Returns false when it could not be run.
-bool symbolize_module(Scratch& s, const char* module, const int* members, int count, long long deadline) noexcept {
+bool symbolize_module(Scratch& s, const char* module, const int* members, int count, char* const* envp,
+                      long long deadline) noexcept {
   const char* argv[8 + kMaxFrames + 1];
   int argc = 0;
   argv[argc++] = s.symbolizer;
@@ -117,7 +118,6 @@ bool symbolize_module(Scratch& s, const char* module, const int* members, int co
     argv[argc++] = text;
   }
   argv[argc] = nullptr;
-  char* const* envp = symbolizer_environment(s);
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
@@ -267,6 +267,7 @@ bool write_symbolized_frames(int fd, void* const* frames, int count) noexcept {
       // programs), whatever the first segment's address.
       f.address = f.pc - 1 - map->l_addr;
     }
+    char* const* envp = symbolizer_environment(s);
     // One symbolizer run per module, in order of first appearance.
     for (int i = 0; i < count; ++i) {
       if (s.frames[i].module == nullptr || s.frames[i].asked) continue;
@@ -277,7 +278,7 @@ bool write_symbolized_frames(int fd, void* const* frames, int count) noexcept {
         s.frames[j].asked = true;
         members[n++] = j;
       }
-      named = symbolize_module(s, s.frames[i].module, members, n, deadline) || named;
+      named = symbolize_module(s, s.frames[i].module, members, n, envp, deadline) || named;
     }
   }
   if (named) {

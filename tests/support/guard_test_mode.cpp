@@ -21,12 +21,6 @@ namespace mate::testing {
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 std::string checked_mode(std::string_view value, std::string_view from) {
   if (value == "tail" || value == "head") return std::string(value);
   throw std::invalid_argument(std::string(from) + ": guard mode \"" + std::string(value) +
@@ -119,7 +113,7 @@ void enter_guard_test_mode(const GuardTestOptions& options, char* const* argv) {
     return;
   }
   if (!options.guard_alloc) return;
-  if (kSanitized)
+  if (kSanitizerBuild)
     throw std::runtime_error("guard mode (--guard-alloc / MATE_PYTEST_GUARD_ALLOC=1) needs a build without "
                              "AddressSanitizer, which owns malloc: use the default preset's build");
   if (config::guard_allocator_auto_install())

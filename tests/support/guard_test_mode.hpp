@@ -18,6 +18,13 @@
 
 namespace mate::testing {
 
+// AddressSanitizer owns malloc in a sanitizer build: guard mode (the preload) cannot run there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitizerBuild = true;
+#else
+inline constexpr bool kSanitizerBuild = false;
+#endif
+
 struct GuardTestOptions {
   bool guard_alloc = false;
   std::string mode = "tail";  // tail or head

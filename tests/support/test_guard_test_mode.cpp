@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "guard_test_mode.hpp"
 #include "subprocess.hpp"
 
 namespace {
@@ -16,12 +17,6 @@ using mate::testing::RunResult;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 RunResult probe(const std::string& test, std::vector<std::string> flags = {}, RunOptions options = {}) {
   std::vector<std::string> argv{MATE_GUARD_MODE_PROBE, "--gtest_filter=Probe." + test};
   argv.insert(argv.end(), flags.begin(), flags.end());
@@ -31,7 +26,7 @@ RunResult probe(const std::string& test, std::vector<std::string> flags = {}, Ru
 class GuardTestMode : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (kSanitized) GTEST_SKIP() << "the guard preload cannot run under AddressSanitizer";
+    if (mate::testing::kSanitizerBuild) GTEST_SKIP() << "the guard preload cannot run under AddressSanitizer";
   }
 };
 
