@@ -54,7 +54,7 @@ struct Scratch {
   char addresses[kMaxFrames][core::kNumberTextCapacity + 2];
   const char* environment[kMaxEnvironment];
 };
-Scratch g_scratch;
+constinit Scratch g_scratch{};  // constant-initialized: no start-up code to page in (preload_layout.ld)
 std::atomic<bool> g_busy{false};
 
 bool enabled() noexcept {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The guard preload's code layout (src/guard/preload_layout.ld) does what it says: the seldom-run
 # code (device-driver loading, configuration messages, report symbolization) sits in .text.seldom_run, the allocation
-# path in .text, and the library needs no libfmt. A pattern in the script that stops matching
+# path in .text within the code segment's first 64 KiB fault-around window, no static initializer
+# among the seldom-run code, and the library needs no libfmt. A pattern in the script that stops matching
 # (a renamed file, other object names) would otherwise change nothing visible but the guarded
 # program's resident memory.
 #
@@ -27,6 +28,20 @@ done
 for hot in "mate::guard::GuardAllocator::allocate(" "mate::guard::GuardAllocator::deallocate(" "mate::config::parse_scalar("; do
   inside "$hot" "$text_start" "$text_size" || status=1
 done
+# Start-up code runs in every guarded program: a static initializer among the seldom-run code
+# would page its window in.
+while read -r address name; do
+  if (( 16#$address >= 16#$seldom_start && 16#$address < 16#$seldom_start + 16#$seldom_size )); then
+    echo "static initializer $name at 0x$address is in .text.seldom_run"; status=1
+  fi
+done < <(nm "$lib" | awk '$3 ~ /^_GLOBAL__sub_I/ { print $1, $3 }')
+# The code segment starts on a 64 KiB fault-around window and the allocation path fits in it.
+read -r code_start code_align < <(readelf -lW "$lib" | awk '$1 == "LOAD" && / R E / { print $3, $NF; exit }')
+if [ "${code_align:-}" != 0x10000 ] || (( code_start % 0x10000 != 0 )); then
+  echo "code segment at ${code_start:-?} aligned ${code_align:-?}: want a 64 KiB-aligned start (-z max-page-size=0x10000)"; status=1
+elif (( 16#$text_start + 16#$text_size > code_start + 0x10000 )); then
+  echo ".text (0x$text_start +0x$text_size) no longer fits the first 64 KiB of the code segment ($code_start)"; status=1
+fi
 if readelf -dW "$lib" | grep -q 'NEEDED.*libfmt'; then echo "$lib needs libfmt"; status=1; fi
 [ "$status" = 0 ] && echo "preload layout ok: seldom-run code in .text.seldom_run (0x$seldom_size bytes), hot code in .text (0x$text_size bytes)"
 exit "$status"
