@@ -1,6 +1,7 @@
 // Capture of the calling thread's return addresses, for allocation and free backtraces.
 //
-// Walks the stack with the C++ unwinder (_Unwind_Backtrace from libgcc_s, which the guard links
+// Walks the stack from the unwind tables read from the modules' files, with a rule cache
+// (table_unwinder.hpp), and where that walk cannot, with the C++ unwinder (_Unwind_Backtrace from libgcc_s, which the guard links
 // anyway) rather than glibc's backtrace(): backtrace() reaches the same unwinder through a
 // dlopen of libgcc_s on its first call, which costs a few hundred KiB of resident memory in every
 // guarded process and allocates. Not async-signal-safe (the unwinder takes the loader's lock);
@@ -12,5 +13,7 @@ namespace mate::guard {
 // Fills `frames` with up to `max` return addresses, starting with the caller of capture_stack;
 // returns how many.
 int capture_stack(void** frames, int max) noexcept;
+// The same with the C++ unwinder only (the fallback; tests compare the two).
+int capture_stack_with_cxx_unwinder(void** frames, int max) noexcept;
 
 }  // namespace mate::guard
