@@ -3,11 +3,16 @@
 # malloc, Electric Fence (libefence.so, Debian electric-fence), DUMA (libduma.so, Debian duma)
 # and MATE's guarded allocator (mate guard-run), in one run. Ratios are against glibc.
 #
-#   bash bench/guard/run_guard_bench.sh [build dir] [pairs] [window]
+#   bash bench/guard/run_guard_bench.sh [build dir] [pairs] [window] [runs]
+#
+# Each row is the median of `runs` runs (default 5) of each figure: libraries load at a random
+# address each run, which moves the kernel's 64 KiB fault-around windows and so peak RSS by up
+# to ~150 KiB between runs of the same allocator.
 set -euo pipefail
 build=${1:-build/default}
 pairs=${2:-100000}
 window=${3:-256}
+runs=${4:-5}
 workload="$build/bench/guard/guard_workload"
 mate="$build/bin/mate"
 find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d/$1" ] && { echo "$d/$1"; return; }; done; }
@@ -16,16 +21,22 @@ duma=$(find_lib libduma.so)
 
 div() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { printf f, a / b }'; }
 
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
 run() {  # name, command...
   local name=$1; shift
-  local line
+  local line lines=""
   local out
-  out=$("$@" "$workload" "$pairs" "$window" 2>&1 || true)
-  if ! line=$(grep pairs_per_s <<<"$out"); then
-    printf '| %s | failed: %s | | | | | | | |\n' "$name" "$(tail -1 <<<"$out" | tr '|' '/')"; return
-  fi
+  for ((r = 0; r < runs; ++r)); do
+    out=$("$@" "$workload" "$pairs" "$window" 2>&1 || true)
+    if ! line=$(grep pairs_per_s <<<"$out"); then
+      printf '| %s | failed: %s | | | | | | | |\n' "$name" "$(tail -1 <<<"$out" | tr '|' '/')"; return
+    fi
+    lines+="$line"$'\n'
+  done
   local rate rss anon
-  rate=$(awk '{print $2}' <<<"$line"); rss=$(awk '{print $4}' <<<"$line"); anon=$(awk '{print $6}' <<<"$line")
+  rate=$(awk 'NF {print $2}' <<<"$lines" | median); rss=$(awk 'NF {print $4}' <<<"$lines" | median)
+  anon=$(awk 'NF {print $6}' <<<"$lines" | median)
   [ -z "${base_rate:-}" ] && { base_rate=$rate; base_rss=$rss; }
   [ "$name" = "Electric Fence" ] && { ef_rate=$rate; ef_rss=$rss; ef_anon=$anon; }
   local vs_ef_rate="—" vs_ef_rss="—" vs_ef_anon="—"
@@ -38,7 +49,7 @@ run() {  # name, command...
     "$vs_ef_rate" "$rss" "$(div "$rss" "$base_rss" '%.2f')" "$vs_ef_rss" "$anon" "$vs_ef_anon"
 }
 
-echo "workload: $pairs alloc+free pairs, window $window live, sizes 16 B .. 70 KB"
+echo "workload: $pairs alloc+free pairs, window $window live, sizes 16 B .. 70 KB; medians of $runs runs"
 # Peak RSS (VmHWM) counts every resident page, shared library pages included; private KiB is
 # the anonymous resident memory at the workload's fullest point (window live, quarantine full):
 # what the allocator itself holds.

@@ -116,7 +116,8 @@ void start() noexcept {
     std::fprintf(stderr, "mate guard-run: %s\n", e.what());
     _exit(2);
   }
-  // The unwinder's first walk sets up its caches: do it now, inside.
+  // The first walk fills the unwinders' caches (and allocates, where the C++ unwinder walks): do it
+  // now, inside.
   if (config.backtraces) {
     void* frames[4];
     (void)mate::guard::capture_stack(frames, 4);
