@@ -25,6 +25,7 @@ for section in "${sections[@]}"; do
     jit) "$b/jit/bench_jit_warm_hit" --benchmark_report_aggregates_only=true ;;
     ops) "$b/ops/bench_ops" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true ;;
     guard)
+      "$b/guard/bench_stack_capture" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
       bash bench/guard/run_guard_bench.sh build/default 50000 256
       bash bench/guard/run_guard_bench.sh build/default 20000 4096 ;;
     dump) "$b/dump/bench_dump" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true ;;
