@@ -19,6 +19,11 @@ std::atomic<std::uint64_t> g_cached_frames{0};
 std::atomic<std::uint64_t> g_table_reads{0};
 std::atomic<std::uint64_t> g_unsupported{0};
 
+}  // namespace
+
+#if defined(__x86_64__) && defined(__linux__)
+namespace {
+
 // ---- A frame's rule, and its cache ----
 
 // Where the caller's frame is, for one return address: CFA = (rbp or rsp) + cfa_offset, the
@@ -32,14 +37,16 @@ struct Rule {
 
 // One 64-bit word an entry, so entries never tear between threads: the return address in the low
 // 47 bits (user-space addresses on x86-64), the rule in the high 17: bit 0 CFA from rbp, bits
-// 1-12 the CFA offset in 8-byte units (0: the outermost frame), bits 13-16 rbp's save slot in
-// 8-byte units. Rules that do not fit (frames over 32 KiB) are not cached. 0 = empty.
+// 1-12 the CFA offset in 8-byte units, bits 13-16 rbp's save slot in 8-byte units; a CFA offset
+// of 0 marks the outermost frame (bit 0 clear) or an unsupported one (bit 0 set). Rules that do
+// not fit (frames over 32 KiB) are not cached. 0 = empty.
 constexpr unsigned kPcBits = 47;
 constexpr std::uint64_t kPcMask = (std::uint64_t{1} << kPcBits) - 1;
 constexpr std::size_t kCacheEntries = 2048;  // 16 KiB
 constexpr std::size_t kWays = 4;              // a set is 32 bytes, in one cache line
 alignas(64) std::atomic<std::uint64_t> g_cache[kCacheEntries];
-// The loader's count of unloaded modules when the cache was last valid: an unload can put other
+std::atomic<unsigned> g_next_way{0};
+// The loader's count of unloaded modules when the cache was last emptied: an unload can put other
 // code at a cached address.
 std::atomic<unsigned long long> g_unloads_seen{0};
 
@@ -56,7 +63,7 @@ bool cache_find(std::uintptr_t pc, Rule* rule) noexcept {
     const auto bits = static_cast<std::uint32_t>(e >> kPcBits);
     const std::uint32_t cfa_units = (bits >> 1) & 0xfff;
     if (cfa_units == 0) {
-      rule->kind = Rule::kOutermost;
+      rule->kind = (bits & 1) != 0 ? Rule::kUnsupported : Rule::kOutermost;
       return true;
     }
     rule->kind = Rule::kFrame;
@@ -68,22 +75,28 @@ bool cache_find(std::uintptr_t pc, Rule* rule) noexcept {
   return false;
 }
 
-void cache_put(std::uintptr_t pc, const Rule& rule) noexcept {
-  if (pc == 0 || (pc & ~kPcMask) != 0) return;
+// Stores `rule` in one way of its set (an empty one, else the next in turn); returns the entry's
+// address and value, or null when the rule is not cached.
+std::atomic<std::uint64_t>* cache_put(std::uintptr_t pc, const Rule& rule, std::uint64_t* stored) noexcept {
+  if (pc == 0 || (pc & ~kPcMask) != 0) return nullptr;
   std::uint32_t bits = 0;
   if (rule.kind == Rule::kFrame) {
-    if (rule.cfa_offset == 0 || rule.cfa_offset % 8 != 0 || rule.cfa_offset / 8 > 0xfff) return;
-    if (rule.rbp_saved_at % 8 != 0 || rule.rbp_saved_at / 8 > 0xf) return;
+    if (rule.cfa_offset == 0 || rule.cfa_offset % 8 != 0 || rule.cfa_offset / 8 > 0xfff) return nullptr;
+    if (rule.rbp_saved_at % 8 != 0 || rule.rbp_saved_at / 8 > 0xf) return nullptr;
     bits = (rule.cfa_from_rbp ? 1u : 0u) | (rule.cfa_offset / 8) << 1 | (rule.rbp_saved_at / 8) << 13;
-  } else if (rule.kind != Rule::kOutermost) {
-    return;
+  } else if (rule.kind == Rule::kUnsupported) {
+    bits = 1;  // remembered too: such a frame's walk goes to the C++ unwinder without reading again
   }
   const std::uint64_t entry = pc | std::uint64_t{bits} << kPcBits;
   const std::size_t set = cache_set(pc);
-  // The newer rule takes way 0; the others move down a way, the oldest leaves.
-  for (std::size_t way = kWays - 1; way > 0; --way)
-    g_cache[set + way].store(g_cache[set + way - 1].load(std::memory_order_relaxed), std::memory_order_relaxed);
-  g_cache[set].store(entry, std::memory_order_relaxed);
+  std::size_t way = 0;
+  while (way < kWays && g_cache[set + way].load(std::memory_order_relaxed) != 0) ++way;
+  if (way == kWays) way = g_next_way.fetch_add(1, std::memory_order_relaxed) % kWays;
+  // Only this entry is written: copying others around could bring back one a concurrent
+  // clear_cache() had removed.
+  g_cache[set + way].store(entry, std::memory_order_relaxed);
+  *stored = entry;
+  return &g_cache[set + way];
 }
 
 void clear_cache() noexcept {
@@ -93,16 +106,20 @@ void clear_cache() noexcept {
 // ---- The module a return address lies in ----
 
 constexpr int kMaxPhdrs = 16;
-constexpr std::size_t kPathBytes = 1024;
+
+// Raw system calls: open() and pread() are cancellation points, and a thread must not be
+// cancelled inside malloc.
+int open_read_only(const char* path) noexcept {
+  return static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
+}
 
 struct Module {
   std::uintptr_t pc = 0;  // what to look for
   bool found = false;
-  bool usable = false;  // a file path, few enough program headers
   ElfW(Addr) bias = 0;
   int phnum = 0;
-  ElfW(Phdr) phdrs[kMaxPhdrs];
-  char path[kPathBytes];
+  ElfW(Phdr) phdrs[kMaxPhdrs];  // a copy: the loader's may go with a concurrent dlclose
+  int fd = -1;                   // its file, opened while the loader's lock keeps the name valid
 };
 
 int find_module(struct dl_phdr_info* info, std::size_t, void* arg) {
@@ -117,13 +134,11 @@ int find_module(struct dl_phdr_info* info, std::size_t, void* arg) {
     const char* name = info->dlpi_name;
     // The main program has no name; its file is /proc/self/exe, whatever its path is now.
     if (name == nullptr || name[0] == '\0') name = "/proc/self/exe";
-    const std::size_t length = std::strlen(name);
     // Only absolute paths: a relative one means another directory since, and the vDSO has none.
-    if (name[0] != '/' || length >= kPathBytes || info->dlpi_phnum > kMaxPhdrs) return 1;
-    std::memcpy(m->path, name, length + 1);
+    if (name[0] != '/' || info->dlpi_phnum > kMaxPhdrs) return 1;
     m->phnum = info->dlpi_phnum;
     std::memcpy(m->phdrs, info->dlpi_phdr, sizeof(ElfW(Phdr)) * static_cast<std::size_t>(m->phnum));
-    m->usable = true;
+    m->fd = open_read_only(name);
     return 1;
   }
   return 0;
@@ -137,12 +152,10 @@ int read_unloads(struct dl_phdr_info* info, std::size_t size, void* arg) {
 
 // ---- Reading the module's file ----
 
-// Raw system calls: open() and pread() are cancellation points, and a thread must not be
-// cancelled inside malloc.
+// Owns a file descriptor; reads with pread.
 class File {
  public:
-  explicit File(const char* path) noexcept
-      : fd_(static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC))) {}
+  explicit File(int fd) noexcept : fd_(fd) {}
   ~File() {
     if (fd_ >= 0) syscall(SYS_close, fd_);
   }
@@ -181,6 +194,28 @@ struct Image {
   }
 };
 
+// True when the module maps [vaddr, vaddr + bytes) (link-time addresses) from its file.
+bool maps(const Module& m, ElfW(Addr) vaddr, std::size_t bytes) noexcept {
+  for (int i = 0; i < m.phnum; ++i) {
+    const ElfW(Phdr)& ph = m.phdrs[i];
+    if (ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr && vaddr - ph.p_vaddr + bytes <= ph.p_filesz) return true;
+  }
+  return false;
+}
+
+// True when `bytes` bytes of the file at `offset` equal those mapped at `memory`.
+bool file_matches_memory(const File& file, std::uint64_t offset, std::uintptr_t memory, std::size_t bytes) noexcept {
+  unsigned char chunk[128];
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t n = bytes - done < sizeof chunk ? bytes - done : sizeof chunk;
+    if (!file.read_at(offset + done, chunk, n) ||
+        std::memcmp(chunk, reinterpret_cast<const void*>(memory + done), n) != 0)
+      return false;
+    done += n;
+  }
+  return true;
+}
+
 // The file is the one mapped: the same program headers and the same notes (the build id, when
 // it has one), read from the file and from memory. A library rebuilt or replaced since it was
 // loaded would otherwise give another program's rules.
@@ -190,18 +225,32 @@ bool is_mapped_file(const Module& m, const File& file) noexcept {
   if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
       eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum != m.phnum)
     return false;
-  ElfW(Phdr) on_disk[kMaxPhdrs];
-  if (!file.read_at(eh.e_phoff, on_disk, sizeof(ElfW(Phdr)) * static_cast<std::size_t>(m.phnum))) return false;
-  if (std::memcmp(on_disk, m.phdrs, sizeof(ElfW(Phdr)) * static_cast<std::size_t>(m.phnum)) != 0) return false;
+  if (!file_matches_memory(file, eh.e_phoff, reinterpret_cast<std::uintptr_t>(m.phdrs),
+                           sizeof(ElfW(Phdr)) * static_cast<std::size_t>(m.phnum)))
+    return false;
   for (int i = 0; i < m.phnum; ++i) {
     const ElfW(Phdr)& ph = m.phdrs[i];
     if (ph.p_type != PT_NOTE) continue;
-    unsigned char notes[512];
-    const std::size_t bytes = ph.p_filesz < sizeof notes ? ph.p_filesz : sizeof notes;
-    if (!file.read_at(ph.p_offset, notes, bytes)) return false;
-    if (std::memcmp(notes, reinterpret_cast<const void*>(m.bias + ph.p_vaddr), bytes) != 0) return false;
+    const std::size_t bytes = ph.p_filesz < 512 ? ph.p_filesz : 512;
+    if (!maps(m, ph.p_vaddr, bytes) || !file_matches_memory(file, ph.p_offset, m.bias + ph.p_vaddr, bytes))
+      return false;
   }
   return true;
+}
+
+// The bytes before return address `pc` (its call instruction) are the same in the file: a
+// rebuilt library with the same headers and no build id still differs there. Only bytes of the
+// page holding pc - 1, which the call was just executed from, are read from memory.
+bool call_site_matches(const Module& m, const File& file, std::uintptr_t pc) noexcept {
+  const std::size_t in_page = ((pc - 1) & 0xfff) + 1;
+  const std::size_t bytes = in_page < 8 ? in_page : 8;
+  const ElfW(Addr) vaddr = pc - bytes - m.bias;
+  for (int i = 0; i < m.phnum; ++i) {
+    const ElfW(Phdr)& ph = m.phdrs[i];
+    if (ph.p_type != PT_LOAD || vaddr < ph.p_vaddr || vaddr - ph.p_vaddr + bytes > ph.p_filesz) continue;
+    return file_matches_memory(file, ph.p_offset + (vaddr - ph.p_vaddr), pc - bytes, bytes);
+  }
+  return false;
 }
 
 // ---- DWARF call-frame information (.eh_frame, the LSB's form of DWARF .debug_frame) ----
@@ -571,7 +620,7 @@ Rule rule_from_tables(const Module& m, const File& file, std::uintptr_t pc) noex
 
   unsigned char fde_bytes[2048];
   std::uint32_t length = 0;
-  if (!image.read(fde, &length, 4) || length == 0 || length == 0xffffffffu || length + 4 > sizeof fde_bytes ||
+  if (!image.read(fde, &length, 4) || length == 0 || length > sizeof fde_bytes - 4 ||
       !image.read(fde, fde_bytes, length + 4))
     return {};
   std::uint32_t cie_pointer = 0;
@@ -579,7 +628,7 @@ Rule rule_from_tables(const Module& m, const File& file, std::uintptr_t pc) noex
   const ElfW(Addr) cie_at = fde + 4 - cie_pointer;
   unsigned char cie_bytes[512];
   std::uint32_t cie_length = 0;
-  if (!image.read(cie_at, &cie_length, 4) || cie_length == 0 || cie_length + 4 > sizeof cie_bytes ||
+  if (!image.read(cie_at, &cie_length, 4) || cie_length == 0 || cie_length > sizeof cie_bytes - 4 ||
       !image.read(cie_at, cie_bytes, cie_length + 4))
     return {};
   Cie cie;
@@ -625,13 +674,15 @@ Rule read_rule(std::uintptr_t pc) noexcept {
   Module m;
   m.pc = pc - 1;
   dl_iterate_phdr(find_module, &m);
-  if (!m.found || !m.usable) return {};  // JIT code registers its tables with the C++ unwinder
-  const File file(m.path);
-  if (!file.ok() || !is_mapped_file(m, file)) return {};
+  const File file(m.fd);
+  // Code in no module (JIT code registers its tables with the C++ unwinder), the vDSO, a file
+  // that cannot be read or is not the one mapped: the C++ unwinder walks.
+  if (!m.found || !file.ok() || !is_mapped_file(m, file) || !call_site_matches(m, file, pc)) return {};
   return rule_from_tables(m, file, pc);
 }
 
 }  // namespace
+#endif
 
 __attribute__((no_sanitize("address"))) TableWalk walk_with_unwind_tables(std::uintptr_t pc, std::uintptr_t sp,
                                                                         std::uintptr_t fp, void** frames, int max,
@@ -639,24 +690,32 @@ __attribute__((no_sanitize("address"))) TableWalk walk_with_unwind_tables(std::u
   *n = 0;
 #if defined(__x86_64__) && defined(__linux__)
   const int saved_errno = errno;
+  // The loader's lock, once a walk (the C++ unwinder takes it too, or uses _dl_find_object).
   unsigned long long unloads = 0;
   dl_iterate_phdr(read_unloads, &unloads);
   if (unloads != g_unloads_seen.load(std::memory_order_acquire)) {
+    // The count first, then the entries: a rule read meanwhile by another walk and stored after
+    // the clear is removed by that walk, which sees the new count after storing it (below).
+    g_unloads_seen.store(unloads, std::memory_order_seq_cst);
     clear_cache();
-    g_unloads_seen.store(unloads, std::memory_order_release);
   }
   TableWalk result = TableWalk::kComplete;
   std::uint64_t cached = 0;
   std::uint64_t read = 0;
   while (*n < max && pc != 0) {
     frames[(*n)++] = reinterpret_cast<void*>(pc);
+    if (*n == max) break;
     Rule rule;
     if (cache_find(pc, &rule)) {
       ++cached;
     } else {
       rule = read_rule(pc);
       ++read;
-      cache_put(pc, rule);
+      std::uint64_t stored = 0;
+      std::atomic<std::uint64_t>* entry = cache_put(pc, rule, &stored);
+      // A module unloaded while the rule was read may have been this one.
+      if (entry != nullptr && g_unloads_seen.load(std::memory_order_seq_cst) != unloads)
+        entry->compare_exchange_strong(stored, 0, std::memory_order_relaxed);
     }
     if (rule.kind == Rule::kOutermost) break;
     if (rule.kind == Rule::kUnsupported) {
@@ -691,6 +750,10 @@ TableUnwinderStats table_unwinder_stats() noexcept {
           g_unsupported.load(std::memory_order_relaxed)};
 }
 
-void clear_table_unwinder_cache() noexcept { clear_cache(); }
+void clear_table_unwinder_cache() noexcept {
+#if defined(__x86_64__) && defined(__linux__)
+  clear_cache();
+#endif
+}
 
 }  // namespace mate::guard
