@@ -13,9 +13,11 @@ namespace {
 #ifdef MATE_SAMPLE_CHANGED
 float g_bias = 0.5f;  // the "changed kernel" build of this library
 constexpr std::int64_t kIncrement = 3;
+constexpr bool kInvert = false;
 #else
 float g_bias = 0.0f;
 constexpr std::int64_t kIncrement = 1;
+constexpr bool kInvert = true;
 #endif
 
 // Address of element i (row-major logical index) of a 1-D or 2-D f32 tensor.
@@ -71,6 +73,24 @@ std::int64_t increment_i64(const DLTensor* x, DLTensor* out) {
   });
 }
 
+std::uint64_t increment_u64(const DLTensor* x, DLTensor* out) {
+  return MATE_API("sample.increment_u64", x, out).outputs(MATE_ARGS(out)).run([&] {
+    const auto* in = static_cast<const std::uint64_t*>(x->data);
+    auto* o = static_cast<std::uint64_t*>(out->data);
+    for (std::int64_t i = 0; i < numel(out); ++i) o[i] = in[i] + static_cast<std::uint64_t>(kIncrement);
+    return o[0];
+  });
+}
+
+bool invert_bool(const DLTensor* x, DLTensor* out) {
+  return MATE_API("sample.invert_bool", x, out).outputs(MATE_ARGS(out)).run([&] {
+    const auto* in = static_cast<const bool*>(x->data);
+    auto* o = static_cast<bool*>(out->data);
+    for (std::int64_t i = 0; i < numel(out); ++i) o[i] = kInvert ? !in[i] : in[i];
+    return o[0];
+  });
+}
+
 void write_past_end(DLTensor* out, int count) {
   MATE_API("sample.write_past_end", out, count).outputs(MATE_ARGS(out)).run([&] {
     float* p = at(out, 0);
@@ -85,4 +105,6 @@ MATE_REPLAYABLE("sample.scale_inplace", &sample::scale_inplace);
 MATE_REPLAYABLE("sample.sum", &sample::sum);
 MATE_REPLAYABLE("sample.copy_or_throw", &sample::copy_or_throw);
 MATE_REPLAYABLE("sample.increment_i64", &sample::increment_i64);
+MATE_REPLAYABLE("sample.increment_u64", &sample::increment_u64);
+MATE_REPLAYABLE("sample.invert_bool", &sample::invert_bool);
 MATE_REPLAYABLE("sample.write_past_end", &sample::write_past_end);

@@ -21,6 +21,10 @@ float sum(const DLTensor* x);
 void copy_or_throw(const DLTensor* x, DLTensor* out, bool fail);
 // out = x + 1 over 1-D contiguous i64 tensors (+ 3 in the changed build); returns out[0].
 std::int64_t increment_i64(const DLTensor* x, DLTensor* out);
+// out = x + 1 over 1-D contiguous u64 tensors (+ 3 in the changed build); returns out[0].
+std::uint64_t increment_u64(const DLTensor* x, DLTensor* out);
+// out = !x over 1-D contiguous bool tensors (out = x in the changed build); returns out[0].
+bool invert_bool(const DLTensor* x, DLTensor* out);
 // Writes one element past the end of out (the out-of-bounds kernel for --guard-alloc).
 void write_past_end(DLTensor* out, int count);
 

@@ -5,6 +5,8 @@
 //   sample_producer oob    write_past_end (writes one element past its output)
 //   sample_producer int    increment_i64 on values above 2^53
 //   sample_producer negative  increment_i64 on values below 0
+//   sample_producer uint   increment_u64 on values above the largest i64
+//   sample_producer bool   invert_bool
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -73,6 +75,34 @@ int main(int argc, char** argv) {
     };
     DLTensor a = i64(in), b = i64(res);
     std::cout << sample::increment_i64(&a, &b) << "\n";
+  } else if (mode == "uint") {
+    std::vector<std::uint64_t> in{(std::uint64_t{1} << 63) + 5, 7}, res(2);
+    std::vector<std::int64_t> two{2};
+    auto u64 = [&](std::vector<std::uint64_t>& data) {
+      DLTensor t{};
+      t.data = data.data();
+      t.device = {kDLCPU, 0};
+      t.ndim = 1;
+      t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::U64);
+      t.shape = two.data();
+      return t;
+    };
+    DLTensor a = u64(in), b = u64(res);
+    std::cout << sample::increment_u64(&a, &b) << "\n";
+  } else if (mode == "bool") {
+    bool in[2] = {true, false}, res[2] = {false, false};
+    std::vector<std::int64_t> two{2};
+    auto flags = [&](bool* data) {
+      DLTensor t{};
+      t.data = data;
+      t.device = {kDLCPU, 0};
+      t.ndim = 1;
+      t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::Bool);
+      t.shape = two.data();
+      return t;
+    };
+    DLTensor a = flags(in), b = flags(res);
+    std::cout << sample::invert_bool(&a, &b) << "\n";
   } else if (mode == "oob") {
     std::vector<float> big(16);
     std::vector<std::int64_t> four{4};

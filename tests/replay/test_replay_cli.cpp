@@ -112,6 +112,51 @@ TEST_F(ReplayCli, JsonPrintsIntegerValuesAsExactIntegers) {
   EXPECT_TRUE(fd["calls"][0]["outputs"][0]["got"].is_number_float()) << f.out;
 }
 
+// u64 values above the largest i64 stay exact unsigned integers: 2^63 + 8 is neither the double
+// 2^63 nor a negative number.
+TEST_F(ReplayCli, JsonPrintsUint64ValuesAboveTheLargestInt64Exactly) {
+  ASSERT_EQ(produce("uint").exit_code, 0);
+  auto j = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED, "--json"});
+  EXPECT_EQ(j.exit_code, 1) << j.out << j.err;
+  nlohmann::json doc = nlohmann::json::parse(j.out);
+  ASSERT_EQ(doc["calls"].size(), 1u);
+  const nlohmann::json& outputs = doc["calls"][0]["outputs"];
+  ASSERT_EQ(outputs.size(), 2u) << outputs.dump();
+  const std::uint64_t recorded = (std::uint64_t{1} << 63) + 6, got = (std::uint64_t{1} << 63) + 8;
+  for (const nlohmann::json& o : outputs) {
+    SCOPED_TRACE(o.dump());
+    ASSERT_TRUE(o["got"].is_number_unsigned());
+    ASSERT_TRUE(o["expected"].is_number_unsigned());
+    EXPECT_EQ(o["got"].get<std::uint64_t>(), got);
+    EXPECT_EQ(o["expected"].get<std::uint64_t>(), recorded);
+  }
+  EXPECT_EQ(outputs[0]["mismatched"], 2);  // both elements: the second is 7 + 3 against 7 + 1
+  EXPECT_NE(j.out.find("\"got\": 9223372036854775816"), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"expected\": 9223372036854775814"), std::string::npos) << j.out;
+}
+
+// bool values compare exactly and print as the integers 0 and 1, as in the text report.
+TEST_F(ReplayCli, JsonPrintsBoolValuesAsZeroAndOne) {
+  ASSERT_EQ(produce("bool").exit_code, 0);
+  auto same = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  auto j = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED, "--json"});
+  EXPECT_EQ(j.exit_code, 1) << j.out << j.err;
+  nlohmann::json doc = nlohmann::json::parse(j.out);
+  ASSERT_EQ(doc["calls"].size(), 1u);
+  const nlohmann::json& outputs = doc["calls"][0]["outputs"];
+  ASSERT_EQ(outputs.size(), 2u) << outputs.dump();
+  EXPECT_EQ(outputs[0]["name"], "out");
+  EXPECT_EQ(outputs[0]["mismatched"], 2);  // recorded {false, true}, replayed {true, false}
+  EXPECT_EQ(outputs[1]["name"], "return");
+  for (const nlohmann::json& o : outputs) {
+    SCOPED_TRACE(o.dump());
+    ASSERT_TRUE(o["got"].is_number_integer());
+    EXPECT_EQ(o["got"].get<int>(), 1);
+    EXPECT_EQ(o["expected"].get<int>(), 0);
+  }
+}
+
 TEST_F(ReplayCli, UnregisteredFunctionsRaisedAndCrashedCallsFail) {
   ASSERT_EQ(produce("good").exit_code, 0);
   auto r = replay({"--dir", dumps()});
