@@ -179,29 +179,28 @@ class File {
   int fd_;
 };
 
+// Where the module maps [vaddr, vaddr + bytes) (link-time addresses) from in its file; false
+// when no loaded segment's file part holds all of it.
+bool file_offset(const Module& m, ElfW(Addr) vaddr, std::size_t bytes, std::uint64_t* offset) noexcept {
+  for (int i = 0; i < m.phnum; ++i) {
+    const ElfW(Phdr)& ph = m.phdrs[i];
+    if (ph.p_type != PT_LOAD || vaddr < ph.p_vaddr || vaddr - ph.p_vaddr >= ph.p_filesz) continue;
+    if (vaddr - ph.p_vaddr + bytes > ph.p_filesz) return false;
+    *offset = ph.p_offset + (vaddr - ph.p_vaddr);
+    return true;
+  }
+  return false;
+}
+
 // A module's file, addressed by link-time virtual address (what the tables' pointers use).
 struct Image {
   const Module* module;
   const File* file;
   bool read(ElfW(Addr) vaddr, void* out, std::size_t bytes) const noexcept {
-    for (int i = 0; i < module->phnum; ++i) {
-      const ElfW(Phdr)& ph = module->phdrs[i];
-      if (ph.p_type != PT_LOAD || vaddr < ph.p_vaddr || vaddr - ph.p_vaddr >= ph.p_filesz) continue;
-      if (vaddr - ph.p_vaddr + bytes > ph.p_filesz) return false;
-      return file->read_at(ph.p_offset + (vaddr - ph.p_vaddr), out, bytes);
-    }
-    return false;
+    std::uint64_t offset = 0;
+    return file_offset(*module, vaddr, bytes, &offset) && file->read_at(offset, out, bytes);
   }
 };
-
-// True when the module maps [vaddr, vaddr + bytes) (link-time addresses) from its file.
-bool maps(const Module& m, ElfW(Addr) vaddr, std::size_t bytes) noexcept {
-  for (int i = 0; i < m.phnum; ++i) {
-    const ElfW(Phdr)& ph = m.phdrs[i];
-    if (ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr && vaddr - ph.p_vaddr + bytes <= ph.p_filesz) return true;
-  }
-  return false;
-}
 
 // True when `bytes` bytes of the file at `offset` equal those mapped at `memory`.
 bool file_matches_memory(const File& file, std::uint64_t offset, std::uintptr_t memory, std::size_t bytes) noexcept {
@@ -232,7 +231,9 @@ bool is_mapped_file(const Module& m, const File& file) noexcept {
     const ElfW(Phdr)& ph = m.phdrs[i];
     if (ph.p_type != PT_NOTE) continue;
     const std::size_t bytes = ph.p_filesz < 512 ? ph.p_filesz : 512;
-    if (!maps(m, ph.p_vaddr, bytes) || !file_matches_memory(file, ph.p_offset, m.bias + ph.p_vaddr, bytes))
+    std::uint64_t mapped_from = 0;
+    if (!file_offset(m, ph.p_vaddr, bytes, &mapped_from) ||
+        !file_matches_memory(file, ph.p_offset, m.bias + ph.p_vaddr, bytes))
       return false;
   }
   return true;
@@ -244,13 +245,8 @@ bool is_mapped_file(const Module& m, const File& file) noexcept {
 bool call_site_matches(const Module& m, const File& file, std::uintptr_t pc) noexcept {
   const std::size_t in_page = ((pc - 1) & 0xfff) + 1;
   const std::size_t bytes = in_page < 8 ? in_page : 8;
-  const ElfW(Addr) vaddr = pc - bytes - m.bias;
-  for (int i = 0; i < m.phnum; ++i) {
-    const ElfW(Phdr)& ph = m.phdrs[i];
-    if (ph.p_type != PT_LOAD || vaddr < ph.p_vaddr || vaddr - ph.p_vaddr + bytes > ph.p_filesz) continue;
-    return file_matches_memory(file, ph.p_offset + (vaddr - ph.p_vaddr), pc - bytes, bytes);
-  }
-  return false;
+  std::uint64_t offset = 0;
+  return file_offset(m, pc - bytes - m.bias, bytes, &offset) && file_matches_memory(file, offset, pc - bytes, bytes);
 }
 
 // ---- DWARF call-frame information (.eh_frame, the LSB's form of DWARF .debug_frame) ----

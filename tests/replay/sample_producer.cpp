@@ -32,6 +32,17 @@ DLTensor make(std::vector<float>& storage, std::vector<std::int64_t>& shape, std
   return t;
 }
 
+// A 1-D contiguous tensor of `type` over `data`.
+DLTensor flat(void* data, mate::tensor::ScalarType type, std::int64_t* shape) {
+  DLTensor t{};
+  t.data = data;
+  t.device = {kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = mate::tensor::dl_dtype(type);
+  t.shape = shape;
+  return t;
+}
+
 void crash_after_inputs(const DLTensor* x) {
   MATE_API("sample.crash", x).run([&] { std::abort(); });
 }
@@ -64,44 +75,20 @@ int main(int argc, char** argv) {
     // "negative": the first element, hence the reported mismatch and the return value, below 0.
     std::vector<std::int64_t> in{(std::int64_t{1} << 60) + 1, -5}, res(2), two{2};
     if (mode == "negative") in = {-7, 5};
-    auto i64 = [&](std::vector<std::int64_t>& data) {
-      DLTensor t{};
-      t.data = data.data();
-      t.device = {kDLCPU, 0};
-      t.ndim = 1;
-      t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::I64);
-      t.shape = two.data();
-      return t;
-    };
-    DLTensor a = i64(in), b = i64(res);
+    DLTensor a = flat(in.data(), mate::tensor::ScalarType::I64, two.data());
+    DLTensor b = flat(res.data(), mate::tensor::ScalarType::I64, two.data());
     std::cout << sample::increment_i64(&a, &b) << "\n";
   } else if (mode == "uint") {
     std::vector<std::uint64_t> in{(std::uint64_t{1} << 63) + 5, 7}, res(2);
     std::vector<std::int64_t> two{2};
-    auto u64 = [&](std::vector<std::uint64_t>& data) {
-      DLTensor t{};
-      t.data = data.data();
-      t.device = {kDLCPU, 0};
-      t.ndim = 1;
-      t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::U64);
-      t.shape = two.data();
-      return t;
-    };
-    DLTensor a = u64(in), b = u64(res);
+    DLTensor a = flat(in.data(), mate::tensor::ScalarType::U64, two.data());
+    DLTensor b = flat(res.data(), mate::tensor::ScalarType::U64, two.data());
     std::cout << sample::increment_u64(&a, &b) << "\n";
   } else if (mode == "bool") {
     bool in[2] = {true, false}, res[2] = {false, false};
     std::vector<std::int64_t> two{2};
-    auto flags = [&](bool* data) {
-      DLTensor t{};
-      t.data = data;
-      t.device = {kDLCPU, 0};
-      t.ndim = 1;
-      t.dtype = mate::tensor::dl_dtype(mate::tensor::ScalarType::Bool);
-      t.shape = two.data();
-      return t;
-    };
-    DLTensor a = flags(in), b = flags(res);
+    DLTensor a = flat(in, mate::tensor::ScalarType::Bool, two.data());
+    DLTensor b = flat(res, mate::tensor::ScalarType::Bool, two.data());
     std::cout << sample::invert_bool(&a, &b) << "\n";
   } else if (mode == "oob") {
     std::vector<float> big(16);
