@@ -33,6 +33,7 @@ struct Rule {
   bool cfa_from_rbp = false;
   std::uint32_t cfa_offset = 0;
   std::uint32_t rbp_saved_at = 0;
+  bool cacheable = true;  // false for an unsupported answer that may change (an I/O error)
 };
 
 // One 64-bit word an entry, so entries never tear between threads: the return address in the low
@@ -75,16 +76,16 @@ bool cache_find(std::uintptr_t pc, Rule* rule) noexcept {
   return false;
 }
 
-// Stores `rule` in one way of its set (an empty one, else the next in turn); returns the entry's
-// address and value, or null when the rule is not cached.
-std::atomic<std::uint64_t>* cache_put(std::uintptr_t pc, const Rule& rule, std::uint64_t* stored) noexcept {
-  if (pc == 0 || (pc & ~kPcMask) != 0) return nullptr;
+// Stores `rule` in one way of its set (an empty one, else the next in turn), when it fits.
+void cache_put(std::uintptr_t pc, const Rule& rule) noexcept {
+  if (pc == 0 || (pc & ~kPcMask) != 0) return;
   std::uint32_t bits = 0;
   if (rule.kind == Rule::kFrame) {
-    if (rule.cfa_offset == 0 || rule.cfa_offset % 8 != 0 || rule.cfa_offset / 8 > 0xfff) return nullptr;
-    if (rule.rbp_saved_at % 8 != 0 || rule.rbp_saved_at / 8 > 0xf) return nullptr;
+    if (rule.cfa_offset == 0 || rule.cfa_offset % 8 != 0 || rule.cfa_offset / 8 > 0xfff) return;
+    if (rule.rbp_saved_at % 8 != 0 || rule.rbp_saved_at / 8 > 0xf) return;
     bits = (rule.cfa_from_rbp ? 1u : 0u) | (rule.cfa_offset / 8) << 1 | (rule.rbp_saved_at / 8) << 13;
   } else if (rule.kind == Rule::kUnsupported) {
+    if (!rule.cacheable) return;
     bits = 1;  // remembered too: such a frame's walk goes to the C++ unwinder without reading again
   }
   const std::uint64_t entry = pc | std::uint64_t{bits} << kPcBits;
@@ -95,8 +96,6 @@ std::atomic<std::uint64_t>* cache_put(std::uintptr_t pc, const Rule& rule, std::
   // Only this entry is written: copying others around could bring back one a concurrent
   // clear_cache() had removed.
   g_cache[set + way].store(entry, std::memory_order_relaxed);
-  *stored = entry;
-  return &g_cache[set + way];
 }
 
 void clear_cache() noexcept {
@@ -119,6 +118,7 @@ struct Module {
   ElfW(Addr) bias = 0;
   int phnum = 0;
   ElfW(Phdr) phdrs[kMaxPhdrs];  // a copy: the loader's may go with a concurrent dlclose
+  bool named = false;            // a file path (not the vDSO's name), few enough headers
   int fd = -1;                   // its file, opened while the loader's lock keeps the name valid
 };
 
@@ -138,6 +138,7 @@ int find_module(struct dl_phdr_info* info, std::size_t, void* arg) {
     if (name[0] != '/' || info->dlpi_phnum > kMaxPhdrs) return 1;
     m->phnum = info->dlpi_phnum;
     std::memcpy(m->phdrs, info->dlpi_phdr, sizeof(ElfW(Phdr)) * static_cast<std::size_t>(m->phnum));
+    m->named = true;
     m->fd = open_read_only(name);
     return 1;
   }
@@ -162,11 +163,14 @@ class File {
   File(const File&) = delete;
   File& operator=(const File&) = delete;
   bool ok() const noexcept { return fd_ >= 0; }
+  // A read failed with an error (not the end of the file): the answer may differ next time.
+  bool failed() const noexcept { return failed_; }
   bool read_at(std::uint64_t offset, void* out, std::size_t bytes) const noexcept {
     auto* p = static_cast<unsigned char*>(out);
     while (bytes > 0) {
       const long got = syscall(SYS_pread64, fd_, p, bytes, static_cast<off_t>(offset));
       if (got < 0 && errno == EINTR) continue;
+      if (got < 0) failed_ = true;
       if (got <= 0) return false;
       p += got;
       offset += static_cast<std::uint64_t>(got);
@@ -177,6 +181,7 @@ class File {
 
  private:
   int fd_;
+  mutable bool failed_ = false;
 };
 
 // Where the module maps [vaddr, vaddr + bytes) (link-time addresses) from in its file; false
@@ -233,7 +238,7 @@ bool is_mapped_file(const Module& m, const File& file) noexcept {
     const std::size_t bytes = ph.p_filesz < 512 ? ph.p_filesz : 512;
     std::uint64_t mapped_from = 0;
     if (!file_offset(m, ph.p_vaddr, bytes, &mapped_from) ||
-        !file_matches_memory(file, ph.p_offset, m.bias + ph.p_vaddr, bytes))
+        !file_matches_memory(file, mapped_from, m.bias + ph.p_vaddr, bytes))
       return false;
   }
   return true;
@@ -243,8 +248,14 @@ bool is_mapped_file(const Module& m, const File& file) noexcept {
 // rebuilt library with the same headers and no build id still differs there. Only bytes of the
 // page holding pc - 1, which the call was just executed from, are read from memory.
 bool call_site_matches(const Module& m, const File& file, std::uintptr_t pc) noexcept {
-  const std::size_t in_page = ((pc - 1) & 0xfff) + 1;
-  const std::size_t bytes = in_page < 8 ? in_page : 8;
+  std::size_t bytes = ((pc - 1) & 0xfff) + 1;  // to the start of pc - 1's page
+  if (bytes > 8) bytes = 8;
+  const ElfW(Addr) last = pc - 1 - m.bias;
+  for (int i = 0; i < m.phnum; ++i) {  // and to the start of its segment
+    const ElfW(Phdr)& ph = m.phdrs[i];
+    if (ph.p_type == PT_LOAD && last >= ph.p_vaddr && last - ph.p_vaddr < ph.p_filesz && last - ph.p_vaddr + 1 < bytes)
+      bytes = last - ph.p_vaddr + 1;
+  }
   std::uint64_t offset = 0;
   return file_offset(m, pc - bytes - m.bias, bytes, &offset) && file_matches_memory(file, offset, pc - bytes, bytes);
 }
@@ -616,7 +627,7 @@ Rule rule_from_tables(const Module& m, const File& file, std::uintptr_t pc) noex
 
   unsigned char fde_bytes[2048];
   std::uint32_t length = 0;
-  if (!image.read(fde, &length, 4) || length == 0 || length > sizeof fde_bytes - 4 ||
+  if (!image.read(fde, &length, 4) || length < 8 || length > sizeof fde_bytes - 4 ||
       !image.read(fde, fde_bytes, length + 4))
     return {};
   std::uint32_t cie_pointer = 0;
@@ -624,7 +635,7 @@ Rule rule_from_tables(const Module& m, const File& file, std::uintptr_t pc) noex
   const ElfW(Addr) cie_at = fde + 4 - cie_pointer;
   unsigned char cie_bytes[512];
   std::uint32_t cie_length = 0;
-  if (!image.read(cie_at, &cie_length, 4) || cie_length == 0 || cie_length > sizeof cie_bytes - 4 ||
+  if (!image.read(cie_at, &cie_length, 4) || cie_length < 9 || cie_length > sizeof cie_bytes - 4 ||
       !image.read(cie_at, cie_bytes, cie_length + 4))
     return {};
   Cie cie;
@@ -672,9 +683,15 @@ Rule read_rule(std::uintptr_t pc) noexcept {
   dl_iterate_phdr(find_module, &m);
   const File file(m.fd);
   // Code in no module (JIT code registers its tables with the C++ unwinder), the vDSO, a file
-  // that cannot be read or is not the one mapped: the C++ unwinder walks.
-  if (!m.found || !file.ok() || !is_mapped_file(m, file) || !call_site_matches(m, file, pc)) return {};
-  return rule_from_tables(m, file, pc);
+  // that is not the one mapped: the C++ unwinder walks.
+  Rule rule;
+  if (m.found && m.named && file.ok() && is_mapped_file(m, file) && call_site_matches(m, file, pc))
+    rule = rule_from_tables(m, file, pc);
+  // Not remembered where the answer may change: code in no module (a library may be loaded
+  // there later), a file that could not be opened or read (no descriptor free, an I/O error).
+  if (rule.kind == Rule::kUnsupported && (!m.found || (m.named && (!file.ok() || file.failed()))))
+    rule.cacheable = false;
+  return rule;
 }
 
 }  // namespace
@@ -690,10 +707,10 @@ __attribute__((no_sanitize("address"))) TableWalk walk_with_unwind_tables(std::u
   unsigned long long unloads = 0;
   dl_iterate_phdr(read_unloads, &unloads);
   if (unloads != g_unloads_seen.load(std::memory_order_acquire)) {
-    // The count first, then the entries: a rule read meanwhile by another walk and stored after
-    // the clear is removed by that walk, which sees the new count after storing it (below).
-    g_unloads_seen.store(unloads, std::memory_order_seq_cst);
+    // The entries first, then the count: a walk that sees the new count finds no entry the
+    // unload made stale. (Flushes that race only clear twice.)
     clear_cache();
+    g_unloads_seen.store(unloads, std::memory_order_release);
   }
   TableWalk result = TableWalk::kComplete;
   std::uint64_t cached = 0;
@@ -707,11 +724,9 @@ __attribute__((no_sanitize("address"))) TableWalk walk_with_unwind_tables(std::u
     } else {
       rule = read_rule(pc);
       ++read;
-      std::uint64_t stored = 0;
-      std::atomic<std::uint64_t>* entry = cache_put(pc, rule, &stored);
-      // A module unloaded while the rule was read may have been this one.
-      if (entry != nullptr && g_unloads_seen.load(std::memory_order_seq_cst) != unloads)
-        entry->compare_exchange_strong(stored, 0, std::memory_order_relaxed);
+      // Still valid when stored, even across a concurrent flush: `pc` is on this thread's stack,
+      // so its module cannot have been unloaded.
+      cache_put(pc, rule);
     }
     if (rule.kind == Rule::kOutermost) break;
     if (rule.kind == Rule::kUnsupported) {

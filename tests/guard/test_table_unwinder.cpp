@@ -4,7 +4,10 @@
 // unwinder; the cache emptied when a module is unloaded.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <alloca.h>
 #include <atomic>
@@ -234,6 +237,32 @@ TEST(TableUnwinder, DoesNotReadALibraryFileReplacedSinceItWasLoaded) {
   EXPECT_TRUE(c.same_frames());
   if (kTableWalk) { EXPECT_EQ(c.unsupported(), 1u); }
   EXPECT_GT(c.table_n, 7);
+}
+
+TEST(TableUnwinder, AFileThatCannotBeOpenedNowIsTriedAgainLater) {
+  if (!kTableWalk) GTEST_SKIP() << "no table walk on this platform";
+  Module module(MATE_UNWIND_PROBE_MODULE_1);
+  ASSERT_NE(module.probe, nullptr) << dlerror();
+  // Every file descriptor in use: the walk cannot open the module's file.
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> taken;
+  for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) taken.push_back(fd);
+  mate::guard::clear_table_unwinder_cache();
+  Captured starved;
+  module.probe(capture_callback, &starved, 3);
+  for (int fd : taken) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_TRUE(starved.same_frames());  // from the C++ unwinder
+  EXPECT_EQ(starved.unsupported(), 1u);
+  // With descriptors free again the same return addresses are read, not remembered as unsupported.
+  Captured later;
+  module.probe(capture_callback, &later, 3);
+  EXPECT_TABLE_WALK(later);
+  EXPECT_GT(later.reads(), 0u);
 }
 
 TEST(TableUnwinder, UnloadingAModuleEmptiesTheCache) {
