@@ -15,7 +15,7 @@ namespace mate::guard {
 
 namespace {
 
-std::atomic<std::uint64_t> g_cached_frames{0};
+// Counted on cache misses only: the walk with a warm cache writes no shared memory.
 std::atomic<std::uint64_t> g_table_reads{0};
 std::atomic<std::uint64_t> g_unsupported{0};
 
@@ -330,15 +330,15 @@ struct Cursor {
     const ElfW(Addr) field = vaddr;
     std::uint64_t v = 0;
     switch (enc & 0x0f) {
-      case 0x00: v = fixed<std::uint64_t>(); break;  // absptr
+      case 0x00:  // absptr
+      case 0x04:
+      case 0x0c: v = fixed<std::uint64_t>(); break;
       case 0x01: v = uleb(); break;
       case 0x02: v = fixed<std::uint16_t>(); break;
       case 0x03: v = fixed<std::uint32_t>(); break;
-      case 0x04: v = fixed<std::uint64_t>(); break;
       case 0x09: v = static_cast<std::uint64_t>(sleb()); break;
       case 0x0a: v = static_cast<std::uint64_t>(static_cast<std::int64_t>(fixed<std::int16_t>())); break;
       case 0x0b: v = static_cast<std::uint64_t>(static_cast<std::int64_t>(fixed<std::int32_t>())); break;
-      case 0x0c: v = fixed<std::uint64_t>(); break;
       default: return false;
     }
     switch (enc & 0x70) {
@@ -393,8 +393,8 @@ bool parse_cie(const unsigned char* data, std::size_t bytes, ElfW(Addr) vaddr, C
   if (augmentation[0] == 'z') {
     cie->has_augmentation_data = true;
     const std::uint64_t length = c.uleb();
-    Cursor a{c.p, c.p + (length < static_cast<std::uint64_t>(c.end - c.p) ? length : 0), c.vaddr};
-    if (length > static_cast<std::uint64_t>(c.end - c.p)) return false;
+    if (!c.ok || length > static_cast<std::uint64_t>(c.end - c.p)) return false;
+    Cursor a{c.p, c.p + length, c.vaddr};
     for (const char* k = augmentation + 1; *k != '\0'; ++k) {
       if (*k == 'R') {
         cie->fde_encoding = a.u8();
@@ -713,15 +713,12 @@ __attribute__((no_sanitize("address"))) TableWalk walk_with_unwind_tables(std::u
     g_unloads_seen.store(unloads, std::memory_order_release);
   }
   TableWalk result = TableWalk::kComplete;
-  std::uint64_t cached = 0;
   std::uint64_t read = 0;
   while (*n < max && pc != 0) {
     frames[(*n)++] = reinterpret_cast<void*>(pc);
     if (*n == max) break;
     Rule rule;
-    if (cache_find(pc, &rule)) {
-      ++cached;
-    } else {
+    if (!cache_find(pc, &rule)) {
       rule = read_rule(pc);
       ++read;
       // Still valid when stored, even across a concurrent flush: `pc` is on this thread's stack,
@@ -744,7 +741,6 @@ __attribute__((no_sanitize("address"))) TableWalk walk_with_unwind_tables(std::u
     pc = *reinterpret_cast<const std::uintptr_t*>(cfa - 8);
     sp = cfa;
   }
-  if (cached != 0) g_cached_frames.fetch_add(cached, std::memory_order_relaxed);
   if (read != 0) g_table_reads.fetch_add(read, std::memory_order_relaxed);
   if (result == TableWalk::kUnsupported) g_unsupported.fetch_add(1, std::memory_order_relaxed);
   errno = saved_errno;
@@ -757,8 +753,7 @@ __attribute__((no_sanitize("address"))) TableWalk walk_with_unwind_tables(std::u
 }
 
 TableUnwinderStats table_unwinder_stats() noexcept {
-  return {g_cached_frames.load(std::memory_order_relaxed), g_table_reads.load(std::memory_order_relaxed),
-          g_unsupported.load(std::memory_order_relaxed)};
+  return {g_table_reads.load(std::memory_order_relaxed), g_unsupported.load(std::memory_order_relaxed)};
 }
 
 void clear_table_unwinder_cache() noexcept {

@@ -39,8 +39,7 @@ TableWalk walk_with_unwind_tables(std::uintptr_t pc, std::uintptr_t sp, std::uin
 
 // Counters for tests and benchmarks.
 struct TableUnwinderStats {
-  std::uint64_t cached_frames;  // frames whose rule came from the cache
-  std::uint64_t table_reads;    // frames whose rule was read from the tables
+  std::uint64_t table_reads;    // frames whose rule was read from the tables (cache misses)
   std::uint64_t unsupported;    // walks that answered kUnsupported
 };
 TableUnwinderStats table_unwinder_stats() noexcept;
