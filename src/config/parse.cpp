@@ -65,7 +65,10 @@ std::string_view number_word(Type t) { return t == Type::Int ? "an integer" : "a
 // Whole numbers in full ("1000000", as fmt's "{}" wrote them), others as the shortest text
 // that reads back as x ("0.5").
 std::string number_text(double x) {
-  if (x == std::trunc(x) && std::fabs(x) < 1e15) return std::to_string(static_cast<std::int64_t>(x));
+  // Compared through int64 rather than with std::trunc: the guard's preload links libm
+  // statically and only what needs no CPU dispatch (src/guard/CMakeLists.txt).
+  if (x > -1e15 && x < 1e15 && static_cast<double>(static_cast<std::int64_t>(x)) == x)
+    return std::to_string(static_cast<std::int64_t>(x));
   char text[32];
   auto [end, ec] = std::to_chars(text, text + sizeof text, x);
   return ec == std::errc() ? std::string(text, end) : std::string("?");

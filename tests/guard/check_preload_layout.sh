@@ -2,7 +2,8 @@
 # The guard preload's code layout (src/guard/preload_layout.ld) does what it says: the seldom-run
 # code (device-driver loading, configuration messages, report symbolization) sits in .text.seldom_run, the allocation
 # path in .text within the code segment's first 64 KiB fault-around window, no static initializer
-# among the seldom-run code, and the library needs no libfmt. A pattern in the script that stops matching
+# among the seldom-run code, the C++ runtime's tables out of the first segment, and the library
+# needs no library but libc (the C++ runtime is linked in). A pattern in the script that stops matching
 # (a renamed file, other object names) would otherwise change nothing visible but the guarded
 # program's resident memory.
 #
@@ -29,7 +30,12 @@ for seldom in "mate::device::open_driver_backend(" "mate::config::accepted_value
               "mate::guard::write_symbolized_frames("; do
   inside "$seldom" "$seldom_start" "$seldom_size" || status=1
 done
-for hot in "mate::guard::GuardAllocator::allocate(" "mate::guard::GuardAllocator::deallocate(" "mate::config::parse_scalar("; do
+# The C++ runtime is linked in: what of it runs in every guarded program (static locals, new)
+# belongs with the allocation path (a sanitized build takes new from the sanitizer runtime).
+hot_symbols=("mate::guard::GuardAllocator::allocate(" "mate::guard::GuardAllocator::deallocate(" "mate::config::parse_scalar("
+             "__cxa_guard_acquire")
+[ "$build" = plain ] && hot_symbols+=("operator new(unsigned long)")
+for hot in "${hot_symbols[@]}"; do
   inside "$hot" "$text_start" "$text_size" || status=1
 done
 # Start-up code runs in every guarded program: a static initializer among the seldom-run code
@@ -46,6 +52,18 @@ if [ "${code_align:-}" != 0x10000 ] || (( code_start % 0x10000 != 0 )); then
 elif [ "$build" = plain ] && (( 16#$text_start + 16#$text_size > code_start + 0x10000 )); then
   echo ".text (0x$text_start +0x$text_size) no longer fits the first 64 KiB of the code segment ($code_start)"; status=1
 fi
-if readelf -dW "$lib" | grep -q 'NEEDED.*libfmt'; then echo "$lib needs libfmt"; status=1; fi
+# It loads no library into the guarded program but libc (and the loader): libfmt, libstdc++,
+# libm and libgcc_s each cost a C program hundreds of KiB of resident pages (a sanitized build
+# also needs its sanitizer runtimes).
+needed=$(readelf -dW "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -v '^libc\.so\|^ld-linux\|^libdl\.so\|^libpthread\.so\|^libasan\.so\|^libubsan\.so' || true)
+if [ -n "$needed" ]; then echo "$lib needs more than libc:" $needed; status=1; fi
+# The C++ runtime's read-only data (number formatting tables) stays out of the first segment,
+# which the loader reads all of.
+read -r hot_rodata_start hot_rodata_size < <(section .rodata.hot) || { echo "no .rodata.hot section in $lib"; exit 1; }
+while read -r address; do
+  if (( 16#$address >= 16#$hot_rodata_start && 16#$address < 16#$hot_rodata_start + 16#$hot_rodata_size )); then
+    echo "the C++ runtime's tables at 0x$address are in .rodata.hot"; status=1; break
+  fi
+done < <(nm -C "$lib" | awk '($2 == "r" || $2 == "R") && /ryu::/ { print $1 }')
 [ "$status" = 0 ] && echo "preload layout ok: seldom-run code in .text.seldom_run (0x$seldom_size bytes), hot code in .text (0x$text_size bytes)"
 exit "$status"
