@@ -119,7 +119,7 @@ GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorCon
   if (backend.granularity() % (std::size_t{1} << Slot::kUnitShift) != 0)
     throw GuardError(std::string("guard allocator: backend ") + backend.name() + " reports a granularity of " +
                      std::to_string(backend.granularity()) + " bytes; it must be a multiple of 4096");
-  table_ = new SlotTable(config.max_allocations);
+  table_ = new SlotTable(config.max_allocations, backend.granularity());
   register_allocator(this, table_);
   install_fault_handler();
 }
@@ -134,17 +134,19 @@ GuardAllocator::~GuardAllocator() {
     if (state == State::Live && s.mapped() != 0) backend_.unmap(s.mapping(), s.mapped());
     backend_.release(s.reservation, s.reserved());
   }
+  for (Slot s; table_->quarantine_pop(&s);) backend_.release(s.reservation, s.reserved());
   delete table_;
 }
 
-// Gives a quarantined allocation's address space back and frees its slot (under table_->mutex).
-void GuardAllocator::evict_locked(std::uint32_t index) noexcept {
-  Slot& s = table_->slot(index);
+// Gives the oldest quarantined allocation's address space back (under table_->mutex); false
+// when the quarantine is empty.
+bool GuardAllocator::evict_oldest_locked() noexcept {
+  Slot s;
+  if (!table_->quarantine_pop(&s)) return false;
   backend_.release(s.reservation, s.reserved());
   table_->stats.quarantined -= 1;
   table_->stats.quarantined_bytes -= s.reserved();
-  table_->index_erase(s.user);
-  table_->put_free(index);
+  return true;
 }
 
 // True when the backend can still reserve three granules and map the middle one: the shape of
@@ -217,7 +219,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     std::size_t released = 0;
     {
       std::lock_guard lock(table_->mutex);
-      for (std::uint32_t i; (i = table_->quarantine_pop()) != kNoSlot; ++released) evict_locked(i);
+      while (evict_oldest_locked()) ++released;
     }
     if (released > 0) {
       status = backend_.reserve(reserved, &base);
@@ -275,16 +277,11 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
   std::uint64_t id = 0;
   {
     std::lock_guard lock(table_->mutex);
-    std::uint32_t index = table_->take_free();
-    if (index == kNoSlot) {
-      // Every slot is live or quarantined: the oldest freed allocation gives its slot up (a
-      // backend with small granules fills the table before the address budget).
-      std::uint32_t oldest = table_->quarantine_pop();
-      if (oldest != kNoSlot) {
-        evict_locked(oldest);
-        index = table_->take_free();
-      }
+    // Live and quarantined allocations together stay within max_allocations: the oldest
+    // quarantined one makes room.
+    while (table_->stats.live + table_->quarantined() >= config_.max_allocations && evict_oldest_locked()) {
     }
+    std::uint32_t index = table_->take_free();
     if (index != kNoSlot) table_->slot(index).user = user;
     if (index != kNoSlot && !table_->index_insert(index)) {
       table_->put_free(index);
@@ -429,6 +426,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
   {
     std::lock_guard lock(table_->mutex);
     index = table_->index_find(ptr);
+    Slot freed;
     if (index != kNoSlot && static_cast<State>(table_->slot(index).state.load()) == State::Live) {
       Slot& s = table_->slot(index);
       // Marked freed at once, so a racing second free of the same pointer is a double free.
@@ -436,18 +434,19 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
       s.free_tid = gettid();
       s.free_stack = table_->depot.put(frames, frame_count);
       copy.copy_allocation_from(s);
-    } else if (index != kNoSlot) {
+    } else if (index != kNoSlot || table_->find_quarantined(ptr, &freed)) {
+      // Freed by a racing free still in progress (its slot), or quarantined (its record).
+      if (index != kNoSlot) freed.copy_allocation_from(table_->slot(index));
       table_->stats.double_frees += 1;
-      const Slot& s = table_->slot(index);
       {
         ReportWriter w(kStderr);
         w.str("mate guard: double free of ").hex(ptr).str(": ");
-        write_allocation(w, s, backend_.name());
+        write_allocation(w, freed, backend_.name());
         w.str(" was already freed\n");
       }
       write_frames(kStderr, "this free, called", frames, frame_count, gettid());
-      write_stack(kStderr, "first freed", table_->depot, s.free_stack, s.free_tid);
-      write_stack(kStderr, "allocated", table_->depot, s.alloc_stack, s.alloc_tid);
+      write_stack(kStderr, "first freed", table_->depot, freed.free_stack, freed.free_tid);
+      write_stack(kStderr, "allocated", table_->depot, freed.alloc_stack, freed.alloc_tid);
       core::write_crash_context(kStderr);
       if (config_.on_corruption == OnCorruption::Abort) stop();
       return FreeResult::DoubleFree;
@@ -482,19 +481,23 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
 
   {
     std::lock_guard lock(table_->mutex);
-    table_->quarantine_push(index);
     table_->stats.frees += 1;
     table_->stats.live -= 1;
     table_->stats.live_bytes -= copy.size;
-    table_->stats.quarantined += 1;
-    table_->stats.quarantined_bytes += copy.reserved();
     if (bad > 0) table_->stats.canary_failures += 1;
     if (!checked.unchecked.ok()) table_->stats.canary_unchecked += 1;
+    if (table_->quarantine_push(index)) {
+      table_->stats.quarantined += 1;
+      table_->stats.quarantined_bytes += copy.reserved();
+    } else {
+      // No record can describe it (quarantine.hpp) or no memory for one: released at once, as
+      // a range no report could name would be.
+      backend_.release(copy.reservation, copy.reserved());
+    }
     // FIFO eviction: the oldest freed ranges give their address space back first.
-    while (table_->stats.quarantined_bytes > quarantine_limit_) {
-      std::uint32_t old = table_->quarantine_pop();
-      if (old == kNoSlot) break;
-      evict_locked(old);
+    while ((table_->stats.quarantined_bytes > quarantine_limit_ ||
+            table_->stats.live + table_->quarantined() > config_.max_allocations) &&
+           evict_oldest_locked()) {
     }
   }
   if (config_.log_allocations) {
@@ -523,7 +526,7 @@ bool GuardAllocator::owns(std::uintptr_t ptr) const noexcept {
   // Most pointers a preloaded free() asks about are glibc's: answered without the lock.
   if (!may_hold(ptr)) return false;
   std::lock_guard lock(table_->mutex);
-  return table_->index_find(ptr) != kNoSlot;
+  return table_->index_contains(ptr);
 }
 
 bool GuardAllocator::may_hold(std::uintptr_t address) const noexcept {

@@ -114,27 +114,31 @@ void on_fault(int sig, siginfo_t* info, void* context) {
   const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
   Registered regs[kMaxAllocators];
   int n = registered_allocators(regs, kMaxAllocators);
-  const Slot* best = nullptr;
+  Slot best;
+  bool have_best = false;
   const StackDepot* best_depot = nullptr;
   bool best_outside = true;
   const char* backend = "";
   for (int i = 0; i < n; ++i) {
     bool outside = false;
-    std::uint32_t index = find_slot(*regs[i].table, regs[i].allocator->backend().granularity(), address, &outside);
-    if (index == kNoSlot) continue;
-    if (best == nullptr || (best_outside && !outside)) {
-      best = &regs[i].table->slot(index);
+    Slot found;
+    if (!find_allocation(*regs[i].table, regs[i].allocator->backend().granularity(), address, &found, &outside))
+      continue;
+    if (!have_best || (best_outside && !outside)) {
+      best.copy_allocation_from(found);
+      best.state.store(found.state.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      have_best = true;
       best_depot = &regs[i].table->depot;
       best_outside = outside;
       backend = regs[i].allocator->backend().name();
     }
   }
-  if (best == nullptr) {
+  if (!have_best) {
     errno = saved_errno;
     chain(sig, info, context);
     return;
   }
-  report(sig, address, *best_depot, *best, best_outside, backend, context);
+  report(sig, address, *best_depot, best, best_outside, backend, context);
   restore_previous(sig);
   errno = saved_errno;
 }
@@ -151,35 +155,46 @@ void install_fault_handler() noexcept {
   sigaction(SIGBUS, &sa, &g_previous_bus);
 }
 
-std::uint32_t find_slot(const SlotTable& table, std::size_t granularity, std::uintptr_t address,
-                        bool* outside) noexcept {
-  std::uint32_t nearest = kNoSlot;
+bool find_allocation(const SlotTable& table, std::size_t granularity, std::uintptr_t address, Slot* out,
+                     bool* outside) noexcept {
+  bool found = false;
   std::size_t nearest_distance = granularity + 1;
-  const std::uint32_t hw = table.high_water();
-  for (std::uint32_t i = 0; i < hw; ++i) {
-    const Slot& s = table.slot(i);
-    if (static_cast<State>(s.state.load(std::memory_order_acquire)) == State::None) continue;
+  // True (stop) when `s` holds the address; otherwise remembers it if it is the nearest yet.
+  const auto consider = [&](const Slot& s) noexcept {
     if (address >= s.reservation && address - s.reservation < s.reserved()) {
+      out->copy_allocation_from(s);
+      out->state.store(s.state.load(std::memory_order_acquire), std::memory_order_relaxed);
       *outside = false;
-      return i;
+      found = true;
+      return true;
     }
     std::size_t distance = address < s.reservation ? s.reservation - address
                                                    : address - (s.reservation + s.reserved()) + 1;
     if (distance < nearest_distance) {
       nearest_distance = distance;
-      nearest = i;
+      out->copy_allocation_from(s);
+      out->state.store(s.state.load(std::memory_order_acquire), std::memory_order_relaxed);
+      *outside = true;
+      found = true;
     }
+    return false;
+  };
+  const std::uint32_t hw = table.high_water();
+  for (std::uint32_t i = 0; i < hw; ++i) {
+    const Slot& s = table.slot(i);
+    if (static_cast<State>(s.state.load(std::memory_order_acquire)) == State::None) continue;
+    if (consider(s)) return true;
   }
-  *outside = nearest != kNoSlot;
-  return nearest;
+  // Slots first: a record is published before its slot is freed (SlotTable::quarantine_push).
+  table.quarantine().scan(consider);
+  return found;
 }
 
 Description describe_in_table(const SlotTable& table, std::size_t granularity, std::uintptr_t address) noexcept {
   Description d;
   bool outside = false;
-  std::uint32_t index = find_slot(table, granularity, address, &outside);
-  if (index == kNoSlot) return d;
-  const Slot& s = table.slot(index);
+  Slot s;
+  if (!find_allocation(table, granularity, address, &s, &outside)) return d;
   d.found = true;
   d.id = s.id();
   d.user = s.user;

@@ -12,10 +12,11 @@ namespace mate::guard {
 // Installs the handler once per process (later calls do nothing).
 void install_fault_handler() noexcept;
 
-// The slot whose reservation holds `address`, else the nearest within `granularity` of it
-// (*outside = true); kNoSlot when none. Lock-free, async-signal-safe.
-std::uint32_t find_slot(const SlotTable& table, std::size_t granularity, std::uintptr_t address,
-                        bool* outside) noexcept;
+// Reads into `out` the allocation (live or quarantined) whose reservation holds `address`, else
+// the nearest within `granularity` of it (*outside = true); false when none. Lock-free,
+// async-signal-safe.
+bool find_allocation(const SlotTable& table, std::size_t granularity, std::uintptr_t address, Slot* out,
+                     bool* outside) noexcept;
 Description describe_in_table(const SlotTable& table, std::size_t granularity, std::uintptr_t address) noexcept;
 
 }  // namespace mate::guard

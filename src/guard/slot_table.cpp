@@ -35,9 +35,10 @@ std::atomic<SlotTable*> g_tables[kMaxAllocators];
 
 }  // namespace
 
-SlotTable::SlotTable(std::size_t capacity) : capacity_(capacity) {
-  if (capacity == 0 || capacity >= kNoSlot)
-    throw GuardError("guard allocator: max_allocations must be between 1 and 2^32-2, got " +
+SlotTable::SlotTable(std::size_t capacity, std::size_t granularity) : capacity_(capacity), quarantine_(granularity) {
+  // Slot numbers (+ 1) share index entries with kQuarantineTag.
+  if (capacity == 0 || capacity >= kQuarantineTag - 1)
+    throw GuardError("guard allocator: max_allocations must be between 1 and 2^31-2, got " +
                      std::to_string(capacity));
   // Starts small: a table sized for max_allocations would be touched all over by the hash and
   // cost resident memory in every process that makes only a few allocations.
@@ -87,32 +88,55 @@ void SlotTable::grow_index() noexcept {
   index_capacity_ = bigger;
   index_used_ = 0;
   for (std::size_t i = 0; i < old_capacity; ++i)
-    if (old_entries[i] != 0) (void)index_insert(old_entries[i] - 1);
+    if (old_entries[i] != 0) insert_entry(old_entries[i]);
   munmap(old_entries, old_capacity * sizeof(std::uint32_t));
 }
 
-bool SlotTable::index_insert(std::uint32_t index) noexcept {
-  // At most three quarters full: short probes (each reads a slot) without doubling the table's
-  // memory for the last few thousand quarantined allocations.
-  if (4 * (index_used_ + 1) > 3 * index_capacity_) grow_index();
-  if (index_used_ + 2 > index_capacity_) return false;  // growth failed; never fill the table
-  const std::uintptr_t user = slots_[index].user;
+std::uintptr_t SlotTable::user_of_entry(std::uint32_t entry) const noexcept {
+  if ((entry & kQuarantineTag) == 0) return slots_[entry - 1].user;
+  return quarantine_.user_of(quarantine_.sequence_from_low_bits(entry & Quarantine::kLowBitsMask));
+}
+
+void SlotTable::insert_entry(std::uint32_t entry) noexcept {
+  const std::uintptr_t user = user_of_entry(entry);
   std::size_t mask = index_capacity_ - 1;
   for (std::size_t i = hash(user) & mask;; i = (i + 1) & mask) {
     if (entries_[i] == 0 || key(i) == user) {
       if (entries_[i] == 0) ++index_used_;
-      entries_[i] = index + 1;
-      return true;
+      entries_[i] = entry;
+      return;
     }
   }
 }
 
-std::uint32_t SlotTable::index_find(std::uintptr_t user) const noexcept {
+bool SlotTable::index_insert(std::uint32_t index) noexcept {
+  // At most three quarters full: short probes (each reads a slot or record) without doubling
+  // the table's memory for the last few thousand quarantined allocations.
+  if (4 * (index_used_ + 1) > 3 * index_capacity_) grow_index();
+  if (index_used_ + 2 > index_capacity_) return false;  // growth failed; never fill the table
+  insert_entry(index + 1);
+  return true;
+}
+
+std::size_t SlotTable::find_entry(std::uintptr_t user) const noexcept {
   std::size_t mask = index_capacity_ - 1;
   for (std::size_t i = hash(user) & mask; entries_[i] != 0; i = (i + 1) & mask) {
-    if (key(i) == user) return entries_[i] - 1;
+    if (key(i) == user) return i;
   }
-  return kNoSlot;
+  return kNoEntry;
+}
+
+std::uint32_t SlotTable::index_find(std::uintptr_t user) const noexcept {
+  const std::size_t i = find_entry(user);
+  if (i == kNoEntry || (entries_[i] & kQuarantineTag) != 0) return kNoSlot;
+  return entries_[i] - 1;
+}
+
+bool SlotTable::find_quarantined(std::uintptr_t user, Slot* out) const noexcept {
+  const std::size_t i = find_entry(user);
+  if (i == kNoEntry || (entries_[i] & kQuarantineTag) == 0) return false;
+  quarantine_.get(quarantine_.sequence_from_low_bits(entries_[i] & Quarantine::kLowBitsMask), out);
+  return true;
 }
 
 void SlotTable::index_erase(std::uintptr_t user) noexcept {
@@ -134,22 +158,28 @@ void SlotTable::index_erase(std::uintptr_t user) noexcept {
   --index_used_;
 }
 
-void SlotTable::quarantine_push(std::uint32_t index) noexcept {
-  slots_[index].next = kNoSlot;
-  if (q_tail_ == kNoSlot) {
-    q_head_ = q_tail_ = index;
+bool SlotTable::quarantine_push(std::uint32_t index) noexcept {
+  const Slot& s = slots_[index];
+  const std::size_t i = find_entry(s.user);
+  std::uint64_t sequence = 0;
+  const bool kept = i != kNoEntry && quarantine_.push(s, &sequence);
+  // The record is published before the slot is freed: the fault handler, which reads the slots
+  // first, finds the allocation in one or the other.
+  if (kept) {
+    entries_[i] = kQuarantineTag | (static_cast<std::uint32_t>(sequence) & Quarantine::kLowBitsMask);
   } else {
-    slots_[q_tail_].next = index;
-    q_tail_ = index;
+    index_erase(s.user);
   }
+  put_free(index);
+  return kept;
 }
 
-std::uint32_t SlotTable::quarantine_pop() noexcept {
-  std::uint32_t i = q_head_;
-  if (i == kNoSlot) return kNoSlot;
-  q_head_ = slots_[i].next;
-  if (q_head_ == kNoSlot) q_tail_ = kNoSlot;
-  return i;
+bool SlotTable::quarantine_pop(Slot* out) noexcept {
+  if (quarantine_.size() == 0) return false;
+  // Unindexed while its sequence number still resolves (it is the head).
+  quarantine_.get(quarantine_.head(), out);
+  index_erase(out->user);
+  return quarantine_.pop(out);
 }
 
 void register_allocator(GuardAllocator* allocator, SlotTable* table) noexcept {

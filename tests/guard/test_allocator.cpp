@@ -325,8 +325,8 @@ TEST(GuardAllocator, PlacementLimitsOfTheCompactRecord) {
   }
 }
 
-// When every slot is taken, the oldest quarantined allocation gives its slot up; only live
-// allocations can fill the table.
+// Live and quarantined allocations together stay within max_allocations: the oldest quarantined
+// one is evicted to make room, and only live allocations can fill the table.
 TEST(GuardAllocator, AFullTableEvictsTheQuarantineBeforeRefusing) {
   WrappedBackend backend;
   GuardAllocatorConfig c = small();

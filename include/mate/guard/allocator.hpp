@@ -63,7 +63,7 @@ struct GuardAllocatorConfig {
   OnCorruption on_corruption = OnCorruption::Abort;
   // Which memory: Host (mmap) or a device driver (process-wide driver backend).
   device::Kind backend = device::Kind::Host;
-  // Most allocations tracked at once (live + quarantined); sizes the mmap'd tables.
+  // Most allocations tracked at once (live + quarantined); sizes the mmap'd slot table.
   std::size_t max_allocations = std::size_t{1} << 20;
   // Frames of the caller's own wrappers (e.g. an interposed malloc) left out of backtraces.
   int skip_frames = 0;
@@ -185,7 +185,7 @@ class GuardAllocator {
   GuardAllocatorConfig config_;
   std::size_t quarantine_limit_;  // config_.quarantine_bytes, the backend's default resolved
   bool small_mapping_possible() noexcept;
-  void evict_locked(std::uint32_t index) noexcept;
+  bool evict_oldest_locked() noexcept;
   SlotTable* table_;
 };
 
