@@ -3,12 +3,24 @@
 // touching the first and last byte of each. Prints pairs per second, the peak resident memory and
 // the private (anonymous) resident memory with the window and the allocator's quarantine full.
 //
-//   guard_workload [pairs] [window]
-#include <chrono>
+//   guard_workload [pairs] [window]      (a C++ program: the C++ runtime loaded)
+//   guard_workload_c [pairs] [window]    (the same code with only the C library, as `sort` or
+//                                          python3 run)
+//
+// It calls only the C library, so that both builds run the same code.
+#include <time.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
+
+namespace {
+
+double seconds_now() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 // One "Name: N kB" field of /proc/self/status, -1 when absent. The peak is VmHWM, the
 // high-water mark of this process's own address space, not getrusage's ru_maxrss: Linux carries
@@ -28,6 +40,8 @@ long status_kib(const char* field) {
   return kib;
 }
 
+}  // namespace
+
 int main(int argc, char** argv) {
   const long pairs = argc > 1 ? std::atol(argv[1]) : 100000;
   const std::size_t window = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 256;
@@ -35,10 +49,11 @@ int main(int argc, char** argv) {
   static const std::size_t kSizes[] = {16, 24, 32, 48, 64, 100, 128, 200, 256, 512,
                                        1000, 2048, 4000, 4096, 10000, 70000};
   const std::size_t kinds = sizeof kSizes / sizeof kSizes[0];
-  std::vector<char*> live(window, nullptr);
-  std::vector<std::size_t> live_size(window, 0);
+  auto** live = static_cast<char**>(std::calloc(window, sizeof(char*)));
+  auto* live_size = static_cast<std::size_t*>(std::calloc(window, sizeof(std::size_t)));
+  if (live == nullptr || live_size == nullptr) return 1;
   unsigned long checksum = 0;
-  auto start = std::chrono::steady_clock::now();
+  const double start = seconds_now();
   for (long i = 0; i < pairs; ++i) {
     std::size_t slot = static_cast<std::size_t>(i * 2654435761u) % window;
     if (live[slot] != nullptr) {
@@ -58,12 +73,11 @@ int main(int argc, char** argv) {
   }
   // The fullest point: the window is live and the quarantine (if any) holds the freed ones.
   // Sampled outside the timing.
-  auto sample_start = std::chrono::steady_clock::now();
+  const double sample_start = seconds_now();
   const long anon_kib = status_kib("RssAnon");
-  auto sample_end = std::chrono::steady_clock::now();
+  const double sample_end = seconds_now();
   for (std::size_t s = 0; s < window; ++s) std::free(live[s]);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start -
-                                                 (sample_end - sample_start)).count();
+  const double seconds = seconds_now() - start - (sample_end - sample_start);
   std::printf("pairs_per_s %.0f peak_rss_kib %ld anon_kib %ld checksum %lu\n", static_cast<double>(pairs) / seconds,
               status_kib("VmHWM"), anon_kib, checksum);
   return 0;

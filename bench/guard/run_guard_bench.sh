@@ -3,7 +3,10 @@
 # malloc, Electric Fence (libefence.so, Debian electric-fence), DUMA (libduma.so, Debian duma)
 # and MATE's guarded allocator (mate guard-run), in one run. Ratios are against glibc.
 #
-#   bash bench/guard/run_guard_bench.sh [build dir] [pairs] [window] [runs]
+#   bash bench/guard/run_guard_bench.sh [build dir] [pairs] [window] [runs] [c++|c]
+#
+# The last argument picks the workload's build: a C++ program (default; its C++ runtime is
+# loaded) or a C program (only the C library, like `sort` or python3).
 #
 # Each row is the median of `runs` runs (default 5) of each figure: libraries load at a random
 # address each run, which moves the kernel's 64 KiB fault-around windows and so peak RSS by up
@@ -13,7 +16,12 @@ build=${1:-build/default}
 pairs=${2:-100000}
 window=${3:-256}
 runs=${4:-5}
-workload="$build/bench/guard/guard_workload"
+program=${5:-c++}
+case "$program" in
+  c++) workload="$build/bench/guard/guard_workload" ;;
+  c) workload="$build/bench/guard/guard_workload_c" ;;
+  *) echo "run_guard_bench.sh: unknown program '$program'; accepted: c++, c" >&2; exit 2 ;;
+esac
 mate="$build/bin/mate"
 find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d/$1" ] && { echo "$d/$1"; return; }; done; }
 efence=$(find_lib libefence.so)
@@ -49,7 +57,7 @@ run() {  # name, command...
     "$vs_ef_rate" "$rss" "$(div "$rss" "$base_rss" '%.2f')" "$vs_ef_rss" "$anon" "$vs_ef_anon"
 }
 
-echo "workload: $pairs alloc+free pairs, window $window live, sizes 16 B .. 70 KB; medians of $runs runs"
+echo "workload ($program program): $pairs alloc+free pairs, window $window live, sizes 16 B .. 70 KB; medians of $runs runs"
 # Peak RSS (VmHWM) counts every resident page, shared library pages included; private KiB is
 # the anonymous resident memory at the workload's fullest point (window live, quarantine full):
 # what the allocator itself holds.
