@@ -486,12 +486,18 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
     table_->stats.live_bytes -= copy.size;
     if (bad > 0) table_->stats.canary_failures += 1;
     if (!checked.unchecked.ok()) table_->stats.canary_unchecked += 1;
-    if (table_->quarantine_push(index)) {
+    Quarantine::Push pushed;
+    // A full ring that cannot grow (no memory) makes room by evicting the oldest (FIFO).
+    while ((pushed = table_->quarantine_push(index)) == Quarantine::Push::kNoRoom && evict_oldest_locked()) {
+    }
+    if (pushed == Quarantine::Push::kNoRoom) table_->drop(index);
+    if (pushed == Quarantine::Push::kKept) {
       table_->stats.quarantined += 1;
       table_->stats.quarantined_bytes += copy.reserved();
     } else {
-      // No record can describe it (quarantine.hpp) or no memory for one: released at once, as
-      // a range no report could name would be.
+      // No record could describe it or be stored: released at once, as a range no report could
+      // name would be.
+      table_->stats.not_quarantined += 1;
       backend_.release(copy.reservation, copy.reserved());
     }
     // FIFO eviction: the oldest freed ranges give their address space back first.

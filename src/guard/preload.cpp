@@ -222,6 +222,12 @@ namespace mate::guard::preload {
 
 bool& inside_flag() noexcept { return t_inside; }
 
+// Starts the guard at load time even if the program never allocates before main.
+void start_guarding() noexcept {
+  t_inside = false;
+  (void)guarded();
+}
+
 const GuardAllocatorConfig* bootstrap_config() noexcept {
   return g_state.load(std::memory_order_acquire) == kReady ? &g_config : nullptr;
 }
@@ -375,5 +381,8 @@ MATE_EXPORT size_t malloc_usable_size(void* p) noexcept {
   return real != nullptr ? real(p) : 0;
 }
 
-// Starts the guard at load time even if the program never allocates before main.
-__attribute__((constructor)) static void mate_guard_preload_start() { (void)guarded(); }
+// The library's initializers run on the loading thread, in .init_array order: this one first
+// (a priority runs before the others), start_guarding (preload_start.cpp) last. Until then every
+// allocation is the library's own (its C++ runtime's emergency exception pool): inside, so the
+// arena serves it and the guard does not start for it.
+__attribute__((constructor(101))) static void mate_guard_preload_own_initializers() { t_inside = true; }

@@ -19,6 +19,10 @@ struct Inside {
   bool was_inside_;
 };
 
+// Ends the library's own initialization (every allocation until then is its own, served by its
+// arena) and starts the guard. Called once, by the library's last initializer.
+void start_guarding() noexcept;
+
 // The configuration read from the bootstrap variables; nullptr when guard-run did not ask for
 // the guard (MATE_GUARD_ALLOCATOR_AUTO_INSTALL unset) or it is not started yet.
 const GuardAllocatorConfig* bootstrap_config() noexcept;

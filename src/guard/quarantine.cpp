@@ -114,23 +114,23 @@ bool Quarantine::grow() noexcept {
   for (std::uint64_t seq = first; seq < end; ++seq)
     fresh.records[seq % fresh.capacity] = old->records[seq % old->capacity];
   rings_used_.store(n + 1, std::memory_order_release);
-  // The old ring stays mapped for a fault handler still reading it (it reads zeros from now on,
-  // which match no address), without costing memory.
+  // The old ring stays mapped for a fault handler still reading it, without costing memory: it
+  // reads zeros from now on, skips them and scans again in this ring (scan()).
   if (old != nullptr) madvise(old->records, old->bytes, MADV_DONTNEED);
   return true;
 }
 
-bool Quarantine::push(const Slot& s, std::uint64_t* sequence) noexcept {
+Quarantine::Push Quarantine::push(const Slot& s, std::uint64_t* sequence) noexcept {
   QuarantineRecord r;
-  if (!encode(s, granularity_, &r)) return false;
+  if (!encode(s, granularity_, &r)) return Push::kNotEncodable;
   const int n = rings_used_.load(std::memory_order_relaxed);
-  if ((n == 0 || size() == rings_[n - 1].capacity) && !grow()) return false;
+  if ((n == 0 || size() == rings_[n - 1].capacity) && !grow()) return Push::kNoRoom;
   const Ring& ring = rings_[rings_used_.load(std::memory_order_relaxed) - 1];
   const std::uint64_t seq = tail();
   ring.records[seq % ring.capacity] = r;
   tail_.store(seq + 1, std::memory_order_release);
   *sequence = seq;
-  return true;
+  return Push::kKept;
 }
 
 bool Quarantine::pop(Slot* out) noexcept {

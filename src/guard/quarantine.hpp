@@ -52,9 +52,11 @@ class Quarantine {
   Quarantine(const Quarantine&) = delete;
   Quarantine& operator=(const Quarantine&) = delete;
 
+  enum class Push { kKept, kNotEncodable, kNoRoom };
   // Under the table's mutex:
-  // Appends `s`; false when it cannot be encoded or the ring cannot grow.
-  bool push(const Slot& s, std::uint64_t* sequence) noexcept;
+  // Appends `s`. kNoRoom: the ring is full and cannot grow (no memory); popping the oldest makes
+  // room.
+  Push push(const Slot& s, std::uint64_t* sequence) noexcept;
   // Removes the oldest into `out`; false when empty.
   bool pop(Slot* out) noexcept;
   std::uint64_t head() const noexcept { return head_.load(std::memory_order_relaxed); }
@@ -70,17 +72,22 @@ class Quarantine {
   static constexpr std::uint32_t kLowBitsMask = 0x7fffffffu;
 
   // Without the lock (async-signal-safe): calls fn(const Slot&) for each record, newest first,
-  // until it returns true.
+  // until it returns true. A ring replaced during the scan reads as zeros from then on (its
+  // pages given back), so the scan starts over in the new ring (a few times at most).
   template <typename Fn>
   void scan(Fn fn) const noexcept {
-    const int n = rings_used_.load(std::memory_order_acquire);
-    if (n == 0) return;
-    const Ring& ring = rings_[n - 1];
-    const std::uint64_t first = head_.load(std::memory_order_acquire);
-    for (std::uint64_t seq = tail_.load(std::memory_order_acquire); seq-- > first;) {
-      Slot s;
-      decode(ring.records[seq % ring.capacity], granularity_, &s);
-      if (fn(s)) return;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const int n = rings_used_.load(std::memory_order_acquire);
+      if (n == 0) return;
+      const Ring& ring = rings_[n - 1];
+      const std::uint64_t first = head_.load(std::memory_order_acquire);
+      for (std::uint64_t seq = tail_.load(std::memory_order_acquire); seq-- > first;) {
+        Slot s;
+        decode(ring.records[seq % ring.capacity], granularity_, &s);
+        if (s.user == 0) continue;  // zeros: no allocation is at address 0
+        if (fn(s)) return;
+      }
+      if (rings_used_.load(std::memory_order_acquire) == n) return;
     }
   }
 

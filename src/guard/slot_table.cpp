@@ -158,20 +158,26 @@ void SlotTable::index_erase(std::uintptr_t user) noexcept {
   --index_used_;
 }
 
-bool SlotTable::quarantine_push(std::uint32_t index) noexcept {
+Quarantine::Push SlotTable::quarantine_push(std::uint32_t index) noexcept {
   const Slot& s = slots_[index];
   const std::size_t i = find_entry(s.user);
   std::uint64_t sequence = 0;
-  const bool kept = i != kNoEntry && quarantine_.push(s, &sequence);
+  const Quarantine::Push pushed = i == kNoEntry ? Quarantine::Push::kNotEncodable : quarantine_.push(s, &sequence);
+  if (pushed == Quarantine::Push::kNoRoom) return pushed;
   // The record is published before the slot is freed: the fault handler, which reads the slots
   // first, finds the allocation in one or the other.
-  if (kept) {
+  if (pushed == Quarantine::Push::kKept) {
     entries_[i] = kQuarantineTag | (static_cast<std::uint32_t>(sequence) & Quarantine::kLowBitsMask);
+    put_free(index);
   } else {
-    index_erase(s.user);
+    drop(index);
   }
+  return pushed;
+}
+
+void SlotTable::drop(std::uint32_t index) noexcept {
+  index_erase(slots_[index].user);
   put_free(index);
-  return kept;
 }
 
 bool SlotTable::quarantine_pop(Slot* out) noexcept {

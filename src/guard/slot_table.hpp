@@ -46,10 +46,13 @@ class SlotTable {
   // The quarantined record of `user`, read into `out`; false when there is none.
   bool find_quarantined(std::uintptr_t user, Slot* out) const noexcept;
   void index_erase(std::uintptr_t user) noexcept;
-  // Moves slot `index` (freed, unmapped) into the quarantine and frees the slot. False when its
-  // record cannot be kept (quarantine.hpp): the slot is freed and unindexed all the same, and
-  // the caller releases the reservation at once.
-  bool quarantine_push(std::uint32_t index) noexcept;
+  // Moves slot `index` (freed, unmapped) into the quarantine and frees the slot (kKept). When no
+  // record can describe it (kNotEncodable, quarantine.hpp) the slot is freed and unindexed all
+  // the same, and the caller releases the reservation at once. kNoRoom changes nothing: the
+  // caller evicts the oldest and tries again, or gives up with drop().
+  Quarantine::Push quarantine_push(std::uint32_t index) noexcept;
+  // Frees and unindexes slot `index` without quarantining it.
+  void drop(std::uint32_t index) noexcept;
   // The oldest quarantined record, removed from the quarantine and the index; false when empty.
   bool quarantine_pop(Slot* out) noexcept;
   std::size_t quarantined() const noexcept { return quarantine_.size(); }

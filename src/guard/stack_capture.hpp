@@ -1,8 +1,8 @@
 // Capture of the calling thread's return addresses, for allocation and free backtraces.
 //
 // Walks the stack from the unwind tables read from the modules' files, with a rule cache
-// (table_unwinder.hpp), and where that walk cannot, with the C++ unwinder (_Unwind_Backtrace from libgcc_s, which the guard links
-// anyway) rather than glibc's backtrace(): backtrace() reaches the same unwinder through a
+// (table_unwinder.hpp), and where that walk cannot, with the C++ unwinder (_Unwind_Backtrace:
+// the process's libgcc_s, else the copy linked in) rather than glibc's backtrace(): backtrace() reaches the same unwinder through a
 // dlopen of libgcc_s on its first call, which costs a few hundred KiB of resident memory in every
 // guarded process and allocates. Not async-signal-safe (the unwinder takes the loader's lock);
 // called only from the allocator's entry points.

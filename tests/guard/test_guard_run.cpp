@@ -297,6 +297,17 @@ TEST_F(GuardRun, PreloadLoadsNoLibraryIntoACProgram) {
     EXPECT_THAT(r.out, ::testing::Not(HasSubstr(library))) << r.out;
 }
 
+// The preload's own initializers allocate (its C++ runtime's emergency exception pool, 72 KiB):
+// those allocations are the library's, served by its arena, not a program's first guarded
+// allocation. `true` in the C locale allocates nothing, so nothing is guarded.
+TEST_F(GuardRun, ThePreloadsOwnInitializersAllocateNothingGuarded) {
+  mate::testing::RunOptions options;
+  options.env["LC_ALL"] = "C";
+  auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", "true"}, options);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("alloc #"))) << r.err;
+}
+
 // A bootstrap variable set by hand to a bad value (LD_PRELOAD without `mate guard-run`, which
 // would have refused it) stops the program with the registry's message before it runs.
 TEST_F(GuardRun, PreloadRefusesABadBootstrapValue) {

@@ -167,7 +167,7 @@ TEST(Quarantine, TheRingKeepsFifoOrderAcrossGrowth) {
     std::uint64_t seq = 0;
     Slot s;
     host_slot(s, base + 4 * kPage * static_cast<std::uintptr_t>(i), i + 1);
-    ASSERT_TRUE(q.push(s, &seq));
+    ASSERT_EQ(q.push(s, &seq), Quarantine::Push::kKept);
     ASSERT_EQ(seq, static_cast<std::uint64_t>(i));
     if (i % 3 == 2) {  // pops interleaved with pushes move the head across the ring's end
       Slot oldest;
@@ -217,7 +217,8 @@ TEST(Quarantine, TheTableIndexesRecordsAndDropsWhatCannotBeKept) {
     ASSERT_TRUE(table.index_insert(index));
     if (i == 500) s.free_tid = 1 << 22;  // cannot be encoded
     users.push_back(s.user);
-    EXPECT_EQ(table.quarantine_push(index), i != 500) << i;
+    EXPECT_EQ(table.quarantine_push(index),
+              i != 500 ? Quarantine::Push::kKept : Quarantine::Push::kNotEncodable) << i;
   }
   EXPECT_EQ(table.quarantined(), 999u);
   for (int i = 0; i < 1000; ++i) {

@@ -109,6 +109,9 @@ struct Stats {
   std::uint64_t live_bytes = 0;         // user bytes
   std::uint64_t quarantined = 0;
   std::uint64_t quarantined_bytes = 0;  // reserved address space
+  // Freed allocations released at once: no quarantine record could describe them (an address
+  // above 2^48, an alignment above 2^25 granules) or be stored (no memory for the ring).
+  std::uint64_t not_quarantined = 0;
   std::uint64_t unguarded = 0;          // fallbacks counted by note_unguarded()
   std::uint64_t canary_failures = 0;
   std::uint64_t canary_unchecked = 0;  // checks whose canary read failed (not known intact)
