@@ -158,7 +158,7 @@ void install_fault_handler() noexcept {
 bool find_allocation(const SlotTable& table, std::size_t granularity, std::uintptr_t address, Slot* out,
                      bool* outside) noexcept {
   bool found = false;
-  std::size_t nearest_distance = granularity + 1;
+  std::size_t nearest_distance = 0;
   // True (stop) when `s` holds the address; otherwise remembers it if it is the nearest yet.
   const auto consider = [&](const Slot& s) noexcept {
     if (address >= s.reservation && address - s.reservation < s.reserved()) {
@@ -179,14 +179,21 @@ bool find_allocation(const SlotTable& table, std::size_t granularity, std::uintp
     }
     return false;
   };
-  const std::uint32_t hw = table.high_water();
-  for (std::uint32_t i = 0; i < hw; ++i) {
-    const Slot& s = table.slot(i);
-    if (static_cast<State>(s.state.load(std::memory_order_acquire)) == State::None) continue;
-    if (consider(s)) return true;
+  // Starts over (a few times at most) when the quarantine's ring was replaced during the search.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    found = false;
+    nearest_distance = granularity + 1;
+    bool inside = false;
+    const std::uint32_t hw = table.high_water();
+    for (std::uint32_t i = 0; i < hw && !inside; ++i) {
+      const Slot& s = table.slot(i);
+      if (static_cast<State>(s.state.load(std::memory_order_acquire)) == State::None) continue;
+      inside = consider(s);
+    }
+    if (inside) return true;
+    // Slots first: a record is published before its slot is freed (SlotTable::quarantine_push).
+    if (table.quarantine().scan(consider)) return found;
   }
-  // Slots first: a record is published before its slot is freed (SlotTable::quarantine_push).
-  table.quarantine().scan(consider);
   return found;
 }
 

@@ -50,6 +50,8 @@ std::atomic<bool> g_stopped{false};  // stop_guarding()
 mate::guard::GuardAllocator* g_guard = nullptr;
 std::size_t g_min_bytes = 0;
 __attribute__((tls_model("initial-exec"))) thread_local bool t_inside = false;
+// t_inside on the loading thread before the library's own initializers set it.
+bool g_inside_before_initializers = false;
 mate::guard::GuardAllocatorConfig g_config;
 
 using mate::guard::preload::Inside;
@@ -224,7 +226,7 @@ bool& inside_flag() noexcept { return t_inside; }
 
 // Starts the guard at load time even if the program never allocates before main.
 void start_guarding() noexcept {
-  t_inside = false;
+  t_inside = g_inside_before_initializers;
   (void)guarded();
 }
 
@@ -385,4 +387,7 @@ MATE_EXPORT size_t malloc_usable_size(void* p) noexcept {
 // (a priority runs before the others), start_guarding (preload_start.cpp) last. Until then every
 // allocation is the library's own (its C++ runtime's emergency exception pool): inside, so the
 // arena serves it and the guard does not start for it.
-__attribute__((constructor(101))) static void mate_guard_preload_own_initializers() { t_inside = true; }
+__attribute__((constructor(101))) static void mate_guard_preload_own_initializers() {
+  g_inside_before_initializers = t_inside;
+  t_inside = true;
+}

@@ -72,23 +72,24 @@ class Quarantine {
   static constexpr std::uint32_t kLowBitsMask = 0x7fffffffu;
 
   // Without the lock (async-signal-safe): calls fn(const Slot&) for each record, newest first,
-  // until it returns true. A ring replaced during the scan reads as zeros from then on (its
-  // pages given back), so the scan starts over in the new ring (a few times at most).
+  // until it returns true. Returns false when the ring was replaced during the scan: the old one
+  // reads as zeros from then on (its pages given back) or as records since evicted, so what fn
+  // saw may be wrong and the caller starts over.
   template <typename Fn>
-  void scan(Fn fn) const noexcept {
-    for (int attempt = 0; attempt < 4; ++attempt) {
-      const int n = rings_used_.load(std::memory_order_acquire);
-      if (n == 0) return;
-      const Ring& ring = rings_[n - 1];
-      const std::uint64_t first = head_.load(std::memory_order_acquire);
-      for (std::uint64_t seq = tail_.load(std::memory_order_acquire); seq-- > first;) {
-        Slot s;
-        decode(ring.records[seq % ring.capacity], granularity_, &s);
-        if (s.user == 0) continue;  // zeros: no allocation is at address 0
-        if (fn(s)) return;
-      }
-      if (rings_used_.load(std::memory_order_acquire) == n) return;
+  bool scan(Fn fn) const noexcept {
+    const int n = rings_used_.load(std::memory_order_acquire);
+    if (n == 0) return true;
+    const Ring& ring = rings_[n - 1];
+    const std::uint64_t first = head_.load(std::memory_order_acquire);
+    for (std::uint64_t seq = tail_.load(std::memory_order_acquire); seq-- > first;) {
+      Slot s;
+      decode(ring.records[seq % ring.capacity], granularity_, &s);
+      if (s.user == 0) continue;  // zeros: no allocation is at address 0
+      if (fn(s)) break;
     }
+    // As a seqlock reader: the records' loads complete before the check.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return rings_used_.load(std::memory_order_relaxed) == n;
   }
 
  private:

@@ -1,10 +1,15 @@
 // Capture of the calling thread's return addresses, for allocation and free backtraces.
 //
 // Walks the stack from the unwind tables read from the modules' files, with a rule cache
-// (table_unwinder.hpp), and where that walk cannot, with the C++ unwinder (_Unwind_Backtrace:
-// the process's libgcc_s, else the copy linked in) rather than glibc's backtrace(): backtrace() reaches the same unwinder through a
+// (table_unwinder.hpp), and where that walk cannot, with the C++ unwinder (_Unwind_Backtrace;
+// in the guard's preload, the private copy of libgcc's linked into it) rather than glibc's
+// backtrace(): backtrace() reaches the same unwinder through a
 // dlopen of libgcc_s on its first call, which costs a few hundred KiB of resident memory in every
-// guarded process and allocates. Not async-signal-safe (the unwinder takes the loader's lock);
+// guarded process and allocates. The preload's private unwinder has a lock of its own: the
+// program's libgcc_s calls malloc while holding its lock (sorting the frames JIT code registered
+// with __register_frame), and a guarded malloc capturing through that same unwinder would
+// deadlock; the price is that frames registered that way are unknown to the private copy, so
+// such backtraces stop at JIT code. Not async-signal-safe (the unwinder takes the loader's lock);
 // called only from the allocator's entry points.
 #pragma once
 

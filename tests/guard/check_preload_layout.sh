@@ -21,7 +21,8 @@ read -r seldom_start seldom_size < <(section .text.seldom_run) || { echo "no .te
 read -r text_start text_size < <(section .text) || { echo "no .text section in $lib"; exit 1; }
 inside() {  # symbol pattern, section start, size -> ok when the symbol lies in it
   local address
-  address=$(nm -C "$lib" | awk -v p="$1" 'index($0, p) && ($2 == "t" || $2 == "T") { print $1; exit }')
+  # (No early exit in awk: nm's output outgrows the pipe, and under pipefail its SIGPIPE would fail.)
+  address=$(nm -C "$lib" | awk -v p="$1" 'index($0, p) && ($2 == "t" || $2 == "T") && !seen++ { print $1 }')
   [ -n "$address" ] || { echo "symbol not found: $1"; return 1; }
   (( 16#$address >= 16#$2 && 16#$address < 16#$2 + 16#$3 )) || { echo "$1 at 0x$address is outside the section at 0x$2 (+0x$3)"; return 1; }
 }
@@ -51,6 +52,20 @@ if [ "${code_align:-}" != 0x10000 ] || (( code_start % 0x10000 != 0 )); then
   echo "code segment at ${code_start:-?} aligned ${code_align:-?}: want a 64 KiB-aligned start (-z max-page-size=0x10000)"; status=1
 elif [ "$build" = plain ] && (( 16#$text_start + 16#$text_size > code_start + 0x10000 )); then
   echo ".text (0x$text_start +0x$text_size) no longer fits the first 64 KiB of the code segment ($code_start)"; status=1
+fi
+# The guard starts in the library's last initializer (src/guard/preload_start.cpp, linked last),
+# after those of the C++ runtime linked in, which allocate: the entry's place depends on link order.
+read -r init_off init_size < <(readelf -SW "$lib" | awk '$0 ~ "] .init_array " { for (i = 1; i <= NF; ++i) if ($i == ".init_array") { print $(i + 3), $(i + 4); exit } }')
+last_entry=$(od -An -t x8 -j $((16#$init_off + 16#$init_size - 8)) -N 8 "$lib" | tr -d ' ')
+if (( 16#$last_entry == 0 )); then  # the address is in a RELATIVE relocation's addend instead
+  read -r init_address _ < <(section .init_array)
+  slot=$(printf '%016x' $((16#$init_address + 16#$init_size - 8)))
+  last_entry=$(readelf -rW "$lib" | awk -v s="$slot" '$1 == s && /RELATIVE/ && !seen++ { print $NF }')
+fi
+start_address=$(nm -C "$lib" | awk '/ mate_guard_preload_start\(\)$/ && !seen++ { print $1 }')
+if [ -z "$start_address" ] || [ -z "$last_entry" ] || (( 16#$last_entry != 16#$start_address )); then
+  echo "the last initializer is 0x${last_entry:-?}, not mate_guard_preload_start (0x${start_address:-?}): link preload_start.cpp's object last"
+  status=1
 fi
 # It loads no library into the guarded program but libc (and the loader): libfmt, libstdc++,
 # libm and libgcc_s each cost a C program hundreds of KiB of resident pages (a sanitized build

@@ -297,6 +297,18 @@ TEST_F(GuardRun, PreloadLoadsNoLibraryIntoACProgram) {
     EXPECT_THAT(r.out, ::testing::Not(HasSubstr(library))) << r.out;
 }
 
+// A program that registers unwind information for generated code (as JITs do) and walks through
+// it: libgcc_s calls malloc under its own lock there, and the guarded malloc's backtrace must not
+// take that lock again (tests/guard/jit_frames_child.cpp). The walk sees as many frames as without
+// the guard.
+TEST_F(GuardRun, AProgramRegisteringJitFramesDoesNotDeadlock) {
+  auto plain = run({MATE_JIT_FRAMES_CHILD});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto guarded = run({MATE_BINARY, "guard-run", "--", MATE_JIT_FRAMES_CHILD});
+  EXPECT_EQ(guarded.exit_code, 0) << guarded.err;
+  EXPECT_EQ(guarded.out, plain.out);
+}
+
 // The preload's own initializers allocate (its C++ runtime's emergency exception pool, 72 KiB):
 // those allocations are the library's, served by its arena, not a program's first guarded
 // allocation. `true` in the C locale allocates nothing, so nothing is guarded.
