@@ -99,7 +99,7 @@ Quarantine::~Quarantine() {
 
 bool Quarantine::grow() noexcept {
   const int n = rings_used_.load(std::memory_order_relaxed);
-  if (n == kMaxRings) return false;
+  if (n == max_rings_) return false;
   const Ring* old = n == 0 ? nullptr : &rings_[n - 1];
   std::size_t capacity = kPage / sizeof(QuarantineRecord);
   if (old != nullptr) capacity = old->capacity + old->capacity / 8;

@@ -47,7 +47,12 @@ void decode(const QuarantineRecord& r, std::size_t granularity, Slot* out) noexc
 
 class Quarantine {
  public:
-  explicit Quarantine(std::size_t granularity) noexcept : granularity_(granularity) {}
+  // A ring is never changed once published (the current one is the last); replaced ones stay
+  // mapped until the destructor. 192 growths by an eighth from one page exceed 2^31 records.
+  static constexpr int kMaxRings = 192;
+  // `max_rings` below the default only in tests (a ring that cannot grow).
+  explicit Quarantine(std::size_t granularity, int max_rings = kMaxRings) noexcept
+      : granularity_(granularity), max_rings_(max_rings < kMaxRings ? max_rings : kMaxRings) {}
   ~Quarantine();
   Quarantine(const Quarantine&) = delete;
   Quarantine& operator=(const Quarantine&) = delete;
@@ -93,17 +98,15 @@ class Quarantine {
   }
 
  private:
-  // A ring is never changed once published (the current one is the last); replaced ones stay
-  // mapped until the destructor. 192 growths by an eighth from one page exceed 2^31 records.
   struct Ring {
     QuarantineRecord* records;
     std::size_t capacity;  // records
     std::size_t bytes;     // of the mapping
   };
-  static constexpr int kMaxRings = 192;
   bool grow() noexcept;
 
   std::size_t granularity_;
+  int max_rings_;
   Ring rings_[kMaxRings] = {};
   std::atomic<int> rings_used_{0};
   std::atomic<std::uint64_t> head_{0};

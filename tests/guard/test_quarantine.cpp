@@ -201,6 +201,28 @@ TEST(Quarantine, TheRingKeepsFifoOrderAcrossGrowth) {
   EXPECT_FALSE(q.pop(&none));
 }
 
+// A ring that cannot grow (here: allowed one ring of one page) says so, and popping the oldest
+// makes room (GuardAllocator::deallocate then evicts and retries).
+TEST(Quarantine, AFullRingThatCannotGrowAsksForRoom) {
+  Quarantine q(kPage, 1);
+  const std::uintptr_t base = std::uintptr_t{1} << 40;
+  const std::size_t per_page = kPage / sizeof(QuarantineRecord);
+  std::uint64_t seq = 0;
+  for (std::size_t i = 0; i < per_page; ++i) {
+    Slot s;
+    host_slot(s, base + 4 * kPage * i, i + 1);
+    ASSERT_EQ(q.push(s, &seq), Quarantine::Push::kKept) << i;
+  }
+  Slot more;
+  host_slot(more, base + 4 * kPage * per_page, per_page + 1);
+  EXPECT_EQ(q.push(more, &seq), Quarantine::Push::kNoRoom);
+  Slot oldest;
+  ASSERT_TRUE(q.pop(&oldest));
+  EXPECT_EQ(oldest.id(), 1u);
+  EXPECT_EQ(q.push(more, &seq), Quarantine::Push::kKept);
+  EXPECT_EQ(q.size(), per_page);
+}
+
 // The index finds a quarantined pointer through its record (a double free) after the ring grew,
 // and a slot whose record cannot be kept is unindexed.
 TEST(Quarantine, TheTableIndexesRecordsAndDropsWhatCannotBeKept) {
