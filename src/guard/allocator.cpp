@@ -500,10 +500,9 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
       table_->stats.not_quarantined += 1;
       backend_.release(copy.reservation, copy.reserved());
     }
-    // FIFO eviction: the oldest freed ranges give their address space back first.
-    while ((table_->stats.quarantined_bytes > quarantine_limit_ ||
-            table_->stats.live + table_->quarantined() > config_.max_allocations) &&
-           evict_oldest_locked()) {
+    // FIFO eviction: the oldest freed ranges give their address space back first. (A free leaves
+    // live + quarantined unchanged: allocate() keeps that within max_allocations.)
+    while (table_->stats.quarantined_bytes > quarantine_limit_ && evict_oldest_locked()) {
     }
   }
   if (config_.log_allocations) {

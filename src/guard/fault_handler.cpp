@@ -62,6 +62,12 @@ const char* access_words(void* context) noexcept {
 #endif
 }
 
+// Slot copies leave out the state (an atomic); reports need it.
+void copy_with_state(Slot* to, const Slot& from) noexcept {
+  to->copy_allocation_from(from);
+  to->state.store(from.state.load(std::memory_order_acquire), std::memory_order_relaxed);
+}
+
 void report(int sig, std::uintptr_t address, const StackDepot& depot, const Slot& s, bool outside,
             const char* backend, void* context) noexcept {
   const auto state = static_cast<State>(s.state.load(std::memory_order_acquire));
@@ -125,8 +131,7 @@ void on_fault(int sig, siginfo_t* info, void* context) {
     if (!find_allocation(*regs[i].table, regs[i].allocator->backend().granularity(), address, &found, &outside))
       continue;
     if (!have_best || (best_outside && !outside)) {
-      best.copy_allocation_from(found);
-      best.state.store(found.state.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      copy_with_state(&best, found);
       have_best = true;
       best_depot = &regs[i].table->depot;
       best_outside = outside;
@@ -159,23 +164,22 @@ bool find_allocation(const SlotTable& table, std::size_t granularity, std::uintp
                      bool* outside) noexcept {
   bool found = false;
   std::size_t nearest_distance = 0;
+  const auto keep = [&](const Slot& s, bool beyond) noexcept {
+    copy_with_state(out, s);
+    *outside = beyond;
+    found = true;
+  };
   // True (stop) when `s` holds the address; otherwise remembers it if it is the nearest yet.
   const auto consider = [&](const Slot& s) noexcept {
     if (address >= s.reservation && address - s.reservation < s.reserved()) {
-      out->copy_allocation_from(s);
-      out->state.store(s.state.load(std::memory_order_acquire), std::memory_order_relaxed);
-      *outside = false;
-      found = true;
+      keep(s, false);
       return true;
     }
     std::size_t distance = address < s.reservation ? s.reservation - address
                                                    : address - (s.reservation + s.reserved()) + 1;
     if (distance < nearest_distance) {
       nearest_distance = distance;
-      out->copy_allocation_from(s);
-      out->state.store(s.state.load(std::memory_order_acquire), std::memory_order_relaxed);
-      *outside = true;
-      found = true;
+      keep(s, true);
     }
     return false;
   };

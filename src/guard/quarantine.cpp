@@ -137,7 +137,7 @@ bool Quarantine::pop(Slot* out) noexcept {
   const std::uint64_t seq = head();
   if (seq == tail()) return false;
   get(seq, out);
-  head_.store(seq + 1, std::memory_order_release);
+  drop_oldest();
   return true;
 }
 

@@ -64,6 +64,8 @@ class Quarantine {
   Push push(const Slot& s, std::uint64_t* sequence) noexcept;
   // Removes the oldest into `out`; false when empty.
   bool pop(Slot* out) noexcept;
+  // Removes the oldest (the quarantine is not empty).
+  void drop_oldest() noexcept { head_.store(head() + 1, std::memory_order_release); }
   std::uint64_t head() const noexcept { return head_.load(std::memory_order_relaxed); }
   std::uint64_t tail() const noexcept { return tail_.load(std::memory_order_relaxed); }
   std::size_t size() const noexcept { return static_cast<std::size_t>(tail() - head()); }
