@@ -31,7 +31,9 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-backtraces", flags->no_backtraces,
                 "Record no allocation/free backtraces: faster and lighter, reports without stacks "
                 "(MATE_GUARD_BACKTRACES=0)");
-  cmd->add_option("command", flags->command, "The program and its arguments, after --")->required()->expected(-1);
+  // Options end at the program's name (program_arguments.hpp): what follows is the program's.
+  cmd->add_option("command", flags->command, "The program and its arguments (after -- or the first word that is no option)")
+      ->required()->expected(-1);
   cmd->callback([flags, &exit_code] {
     // Checked here so that a bad value is a usage error before the child starts.
     (void)config::guard_min_bytes();

@@ -1,8 +1,10 @@
 // The `mate` program: parses the command line, runs one subcommand, maps errors to exit codes.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
 #include "commands.hpp"
+#include "program_arguments.hpp"
 #include "mate/config.hpp"
 #include "mate/ops/modules.hpp"
 
@@ -20,7 +22,9 @@ int main(int argc, char** argv) {
 
   try {
     mate::config::warn_unknown_variables_once();
-    app.parse(argc, argv);
+    std::vector<std::string> args = with_end_of_options(app, argc, argv);
+    std::reverse(args.begin(), args.end());  // CLI11 takes the words last first
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

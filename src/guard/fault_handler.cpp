@@ -115,8 +115,32 @@ void report(int sig, std::uintptr_t address, const StackDepot& depot, const Slot
   }
 }
 
+// A SIGSEGV/SIGBUS sent with kill, raise, tgkill or sigqueue rather than raised by an access:
+// si_addr means nothing then, and returning re-executes no faulting instruction.
+bool sent_by_a_process(const siginfo_t* info) noexcept { return info->si_code <= 0; }
+
+// What the signal would have done without the guard: the previous handler, nothing (ignored),
+// or the default action, re-raised (it is blocked until this handler returns, then delivered).
+void pass_on_sent_signal(int sig, siginfo_t* info, void* context) noexcept {
+  struct sigaction* prev = previous_for(sig);
+  if (!(prev->sa_flags & SA_SIGINFO) && prev->sa_handler == SIG_IGN) return;
+  if ((prev->sa_flags & SA_SIGINFO) ? prev->sa_sigaction != nullptr : prev->sa_handler != SIG_DFL) {
+    chain(sig, info, context);
+    return;
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);
+}
+
 void on_fault(int sig, siginfo_t* info, void* context) {
   const int saved_errno = errno;
+  if (sent_by_a_process(info)) {
+    pass_on_sent_signal(sig, info, context);
+    errno = saved_errno;
+    return;
+  }
   const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
   Registered regs[kMaxAllocators];
   int n = registered_allocators(regs, kMaxAllocators);

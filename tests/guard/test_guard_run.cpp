@@ -338,6 +338,42 @@ TEST_F(GuardRun, PreloadRefusesABadBootstrapValue) {
   EXPECT_EQ(ok.err, "");
 }
 
+// A SIGSEGV or SIGBUS that a process sends (kill, raise) is no fault: it does what it does
+// without the guard. Returning from the handler re-executes no access, so a default action must be
+// re-raised, an ignored signal stays ignored, and the program's own handler runs.
+TEST_F(GuardRun, SegvAndBusSentByAProcessActAsWithoutTheGuard) {
+  EXPECT_EQ(run({MATE_BINARY, "guard-run", "--", "sh", "-c", "kill -SEGV $$; echo survived"}).exit_code, 128 + 11);
+  EXPECT_EQ(run({MATE_BINARY, "guard-run", "--", "sh", "-c", "kill -BUS $$; echo survived"}).exit_code, 128 + 7);
+  // Ignored before the program started (an ignored signal stays ignored across exec): the guard's
+  // handler, installed over SIG_IGN, must ignore a sent one too.
+  const std::string ignoring = std::string("trap '' SEGV; exec ") + MATE_BINARY +
+                               " guard-run -- sh -c 'kill -SEGV $$; echo survived'";
+  auto ignored = run({"sh", "-c", ignoring});
+  EXPECT_EQ(ignored.exit_code, 0) << ignored.err;
+  EXPECT_EQ(ignored.out, "survived\n");
+  // The guard still reports a real fault after a sent signal was handled.
+  auto fault = run({MATE_BINARY, "guard-run", "--", MATE_HEAP_BUG, "past"});
+  EXPECT_THAT(fault.err, HasSubstr("overflow"));
+}
+
+// guard-run's options end at the program's name, as env's and nice's do: the rest is the program's.
+TEST_F(GuardRun, OptionsEndAtTheProgramsName) {
+  auto echoed = run({MATE_BINARY, "guard-run", "echo", "--mode", "head", "--", "x"});
+  EXPECT_EQ(echoed.exit_code, 0) << echoed.err;
+  EXPECT_EQ(echoed.out, "--mode head -- x\n");
+  auto python = run({MATE_BINARY, "guard-run", "--mode", "head", "python3", "-c", "print(6 * 7)"});
+  EXPECT_EQ(python.exit_code, 0) << python.err;
+  EXPECT_EQ(python.out, "42\n");
+  auto after_dashes = run({MATE_BINARY, "guard-run", "--mode=head", "--", "echo", "--", "y"});
+  EXPECT_EQ(after_dashes.out, "-- y\n");
+  auto unknown = run({MATE_BINARY, "guard-run", "--bogus", "echo"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("--bogus"));
+  auto nothing = run({MATE_BINARY, "guard-run", "--mode", "head"});
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_THAT(nothing.err, HasSubstr("command is required"));
+}
+
 TEST_F(GuardRun, LogAllocationsCorrelatesIds) {
   auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_HEAP_BUG, "past"});
   EXPECT_THAT(r.err, HasSubstr("mate guard: alloc #"));
