@@ -1,7 +1,7 @@
 // mate/config.hpp — the typed registry of every environment variable MATE reads.
 //
 // Contract:
-//  * Every variable is declared once, in src/config/variables.inc. Nothing else in MATE reads a
+//  * Every variable is declared once, in include/mate/config_variables.inc. Nothing else in MATE reads a
 //    MATE_* variable; components call the typed getters below.
 //  * Parsing is strict. Booleans: 1/0, true/false, yes/no, on/off (any case, spaces trimmed).
 //    Numbers must be consumed whole, then are checked against the accepted set or range.
@@ -54,7 +54,7 @@ struct VarInfo {
   std::string_view shown_default;  // as told to people
   Category category;
   Policy policy;
-  std::string_view accepts;  // see variables.inc
+  std::string_view accepts;  // see config_variables.inc
   std::string_view doc;
 };
 
@@ -156,6 +156,10 @@ std::vector<UnknownVariable> unknown_variables();
 // Prints one warning per unknown MATE_* variable to stderr, at most once per process, unless
 // MATE_WARN_UNKNOWN_ENV=0. Called on first use of the registry; safe to call again.
 void warn_unknown_variables_once();
+
+// The known variable a misspelt MATE_* name most likely meant, or "" when none is close: a slip
+// of a few letters, or the right words in another order or with one left out.
+std::string suggest_variable(std::string_view typed);
 
 // Levenshtein distance, used for did-you-mean suggestions.
 std::size_t edit_distance(std::string_view a, std::string_view b);

@@ -2,6 +2,8 @@
 // effect, into DIR with a manifest.json (what the build system runs into <build>/aot).
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "commands.hpp"
 #include "mate/jit/admin.hpp"
 #include "mate/jit/catalog.hpp"
@@ -14,28 +16,58 @@ void add_aot_build_command(CLI::App& app, int& exit_code) {
   struct Flags {
     std::string out;
     std::vector<std::string> modules;
+    std::vector<std::string> toolchains;
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("aot-build", "Build the known modules ahead of time into a directory");
   cmd->add_option("--out", flags->out, "Output directory (an AOT root)")->required();
   cmd->add_option("--module", flags->modules, "Only these modules (repeatable; default: all)");
+  cmd->add_option("--toolchain", flags->toolchains,
+                  "Only modules of these toolchains (repeatable; default: all). The build's AOT step "
+                  "leaves out cuda/musa when MATE_AOT_CUDA_ARCH_LIST/MATE_AOT_MUSA_ARCH_LIST is empty")
+      ->check(CLI::IsMember({"host", "cuda", "musa"}));
   cmd->callback([flags, &exit_code] {
     std::vector<jit::ModuleSpec> specs;
     for (auto& entry : jit::known_modules()) {
-      if (flags->modules.empty() ||
-          std::find(flags->modules.begin(), flags->modules.end(), entry.spec.name) != flags->modules.end())
-        specs.push_back(std::move(entry.spec));
+      const bool named = flags->modules.empty() || std::find(flags->modules.begin(), flags->modules.end(),
+                                                             entry.spec.name) != flags->modules.end();
+      const std::string toolchain(jit::to_string(entry.spec.toolchain));
+      const bool of_toolchain = flags->toolchains.empty() || std::find(flags->toolchains.begin(),
+                                                                       flags->toolchains.end(), toolchain) !=
+                                                                 flags->toolchains.end();
+      if (named && of_toolchain) specs.push_back(std::move(entry.spec));
     }
     for (const auto& wanted : flags->modules) {
-      if (std::none_of(specs.begin(), specs.end(), [&](const jit::ModuleSpec& s) { return s.name == wanted; })) {
+      const auto known = jit::known_modules();
+      if (std::none_of(known.begin(), known.end(), [&](const auto& e) { return e.spec.name == wanted; })) {
         fmt::print(stderr, "mate aot-build: unknown module '{}' (see `mate module-status`)\n", wanted);
         exit_code = kExitUsage;
         return;
       }
     }
+    std::error_code ec;
+    std::filesystem::create_directories(flags->out, ec);
+    if (ec || !std::filesystem::is_directory(flags->out)) {
+      fmt::print(stderr, "mate aot-build: --out {}: cannot create the directory: {}\n", flags->out,
+                 ec ? ec.message() : "a file of that name is in the way");
+      exit_code = kExitUsage;
+      return;
+    }
+    // Skipping what cannot be built here (CUDA modules without nvcc) is normal for a full build;
+    // a module asked for by name that was not built, or nothing built at all, is a failure.
+    std::size_t built = 0;
+    bool named_skipped = false;
     for (const auto& r : jit::build_aot(specs, flags->out)) {
       if (r.built) fmt::print("built   {} key {} -> {}\n", r.name, r.key, r.path);
       else fmt::print("skipped {}: {}\n", r.name, r.skipped_reason);
+      built += r.built ? 1 : 0;
+      named_skipped = named_skipped || (!r.built && !flags->modules.empty());
+    }
+    if (named_skipped || (built == 0 && !specs.empty())) {
+      fmt::print(stderr, "mate aot-build: {}\n", named_skipped ? "a module asked for with --module was not built"
+                                                               : "no module was built");
+      exit_code = kExitFailed;
+      return;
     }
     exit_code = kExitOk;
   });

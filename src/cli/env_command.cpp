@@ -20,7 +20,10 @@ void add_env_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--internal", flags->internal, "With --all: internal, test-only and external variables too");
   cmd->add_flag("--json", flags->json, "Print as JSON");
   cmd->add_flag("--check", flags->check, "Exit 1 if a set variable is invalid or unknown");
-  cmd->add_flag("--markdown", flags->markdown, "Print the reference table (docs/reference/environment.md)");
+  CLI::Option* markdown =
+      cmd->add_flag("--markdown", flags->markdown, "Print the reference table (docs/reference/environment.md)");
+  // The reference is the same whatever is set: it combines with nothing.
+  for (const char* other : {"--all", "--internal", "--json", "--check"}) markdown->excludes(other);
   cmd->callback([flags, &exit_code] {
     if (flags->markdown) {
       std::cout << config::render_markdown();

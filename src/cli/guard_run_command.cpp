@@ -38,6 +38,7 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
     // Checked here so that a bad value is a usage error before the child starts.
     (void)config::guard_min_bytes();
     (void)config::guard_quarantine_mb();
+    (void)config::guard_symbolize();
     if (!flags->no_backtraces) (void)config::guard_backtraces();  // the flag replaces it
     guard::GuardRunOptions options;
     options.mode = flags->mode == "head" ? guard::Mode::Head : guard::Mode::Tail;

@@ -1,6 +1,7 @@
 // The `mate` program: parses the command line, runs one subcommand, maps errors to exit codes.
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <exception>
 
 #include "commands.hpp"
@@ -20,6 +21,15 @@ int main(int argc, char** argv) {
   mate::ops::register_modules();
   add_all_commands(app, exit_code);
 
+  const std::vector<CLI::App*> commands = app.get_subcommands({});
+  if (argc > 1 && argv[1][0] != '-' &&
+      std::none_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
+    // CLI11 would only say "A subcommand is required".
+    std::string names;
+    for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
+    std::fprintf(stderr, "mate: unknown command '%s'; the commands are %s (mate --help)\n", argv[1], names.c_str());
+    return kExitUsage;
+  }
   try {
     mate::config::warn_unknown_variables_once();
     std::vector<std::string> args = with_end_of_options(app, argc, argv);

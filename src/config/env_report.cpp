@@ -14,6 +14,12 @@ VariableReport report_known(const VarInfo& v) {
   r.value = raw(v.id).value_or(std::string(r.source == Source::Default ? v.shown_default : ""));
   try {
     (void)get(v.id);
+    if (v.id == Var::MATE_PYTEST_SHARD_INDEX && pytest_shard_index() >= pytest_shard_total()) {
+      // The one rule between two variables; the test programs refuse to start on it.
+      r.valid = false;
+      r.error = fmt::format("MATE_PYTEST_SHARD_INDEX={} is not below MATE_PYTEST_SHARD_TOTAL={}; accepted: 0 to {}",
+                            pytest_shard_index(), pytest_shard_total(), pytest_shard_total() - 1);
+    }
   } catch (const ConfigError& e) {
     r.valid = false;
     r.error = e.what();
@@ -124,7 +130,11 @@ nlohmann::json render_json(const std::vector<VariableReport>& rows) {
                         {"default", v.default_value},
                         {"shown_default", v.shown_default},
                         {"accepts", accepted_values(v.id)},
-                        {"value", r.value},
+                        // The text in effect: null when unset without a default (shown_default
+                        // says what happens then).
+                        {"value", r.source == Source::Default
+                                      ? (v.default_value.empty() ? nlohmann::json() : nlohmann::json(v.default_value))
+                                      : nlohmann::json(r.value)},
                         {"source", to_string(r.source)},
                         {"valid", r.valid},
                         {"doc", v.doc}};

@@ -106,7 +106,12 @@ std::string joined(const Items& items) {
 template <typename T>
 T parse_checked_number(const VarInfo& v, std::string_view text) {
   auto n = parse_number<T>(text);
-  if (!n) reject(v, text, "not " + std::string(number_word(v.type)));
+  if (!n) {
+    T ignored{};
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), ignored);
+    if (ec == std::errc::result_out_of_range && ptr == text.data() + text.size()) reject(v, text, "out of range");
+    reject(v, text, "not " + std::string(number_word(v.type)));
+  }
   const double x = static_cast<double>(*n);
   if (!std::isfinite(x)) reject(v, text, "not a finite number");
   const NumberSpec spec = number_spec(v.accepts);
@@ -177,7 +182,8 @@ std::string accepted_values(Var id) {
     case Type::PatternList:
       return "comma-separated fnmatch patterns";
     case Type::ArchList:
-      return "space-separated major.minor values such as \"9.0 10.0\"";
+      return v.id == Var::MATE_MUSA_ARCH_LIST ? "space-separated major.minor values such as \"3.1 4.0\""
+                                              : "space-separated major.minor values such as \"9.0 10.0\"";
     case Type::String:
       return "any text";
     case Type::Path:

@@ -58,8 +58,15 @@ Rejection read_bool(std::string_view text, bool* out) noexcept {
   return Rejection::NotBoolean;
 }
 
+// Whole digits (with an optional '-') that do not fit an int64.
+bool too_large_int(std::string_view text) noexcept {
+  std::int64_t ignored = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), ignored);
+  return ec == std::errc::result_out_of_range && ptr == text.data() + text.size();
+}
+
 Rejection read_int(std::string_view text, std::string_view accepts, std::int64_t* out) noexcept {
-  if (!to_int(text, out)) return Rejection::NotInteger;
+  if (!to_int(text, out)) return too_large_int(text) ? Rejection::OutOfRange : Rejection::NotInteger;
   const std::int64_t x = *out;
   if (accepts.empty()) return Rejection::None;
   if (const std::size_t dots = accepts.find(".."); dots != std::string_view::npos) {

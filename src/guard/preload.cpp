@@ -108,6 +108,7 @@ void start() noexcept {
   config.log_allocations = read(Var::MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS).b;
   config.skip_frames = 2;  // guard_alloc and malloc/calloc/...
   config.backtraces = read(Var::MATE_GUARD_BACKTRACES).b;
+  (void)read(Var::MATE_GUARD_SYMBOLIZE);  // read at report time, where a bad value cannot be said
   g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).i);
   if (const mate::config::Scalar mb = read(Var::MATE_GUARD_QUARANTINE_MB); mb.set)  // else the backend's default
     config.quarantine_bytes = static_cast<std::size_t>(mb.i) << 20;

@@ -34,7 +34,9 @@ TEST(MateCli, NoSubcommandOrUnknownOptionIsUsageError) {
   auto r = mate_cmd({"env", "--bogus"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--bogus"));
-  EXPECT_EQ(mate_cmd({"no-such-command"}).exit_code, 2);
+  auto unknown = mate_cmd({"enb"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown command 'enb'; the commands are env, "));
 }
 
 TEST(MateCli, VersionSaysVersionBuildCompilerAndBackends) {
@@ -117,6 +119,41 @@ TEST(MateEnv, JsonCarriesTheSameFields) {
   EXPECT_TRUE(seen);
   ASSERT_EQ(j["unknown"].size(), 1u);
   EXPECT_EQ(j["unknown"][0]["suggestion"], "MATE_LOGLEVEL");
+}
+
+TEST(MateEnv, JsonValueOfAnUnsetVariableIsItsDefaultOrNull) {
+  auto j = nlohmann::json::parse(mate_cmd({"env", "--json", "--all"}).out);
+  std::map<std::string, nlohmann::json> value;
+  for (const auto& v : j["variables"]) value[v["name"].get<std::string>()] = v["value"];
+  EXPECT_EQ(value["MATE_LOGLEVEL"], "0");
+  EXPECT_TRUE(value["MATE_DUMP_INCLUDE"].is_null());  // not the text "empty"
+  EXPECT_TRUE(value["MATE_WORKSPACE_BASE"].is_null());
+}
+
+TEST(MateEnv, CheckSeesTheShardIndexBeyondTheTotal) {
+  auto r = mate_cmd({"env", "--check"}, {{"MATE_PYTEST_SHARD_INDEX", "5"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("MATE_PYTEST_SHARD_INDEX=5 is not below MATE_PYTEST_SHARD_TOTAL=1"));
+  EXPECT_EQ(mate_cmd({"env", "--check"}, {{"MATE_PYTEST_SHARD_INDEX", "5"}, {"MATE_PYTEST_SHARD_TOTAL", "6"}}).exit_code, 0);
+}
+
+TEST(MateEnv, NumbersTooLargeAreOutOfRange) {
+  auto r = mate_cmd({"env", "--check"}, {{"MATE_DUMP_MAX_COUNT", "99999999999999999999"}, {"MATE_DUMP_MAX_SIZE_GB", "1e400"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("MATE_DUMP_MAX_COUNT='99999999999999999999' is invalid: out of range"));
+  EXPECT_THAT(r.err, HasSubstr("MATE_DUMP_MAX_SIZE_GB='1e400' is invalid: out of range"));
+}
+
+TEST(MateEnv, AnInvalidWarnUnknownEnvIsSaid) {
+  auto r = mate_cmd({"version"}, {{"MATE_WARN_UNKNOWN_ENV", "x"}, {"MATE_LOGLEVL", "1"}});
+  EXPECT_THAT(r.err, HasSubstr("MATE_WARN_UNKNOWN_ENV='x' is invalid"));
+  EXPECT_THAT(r.err, HasSubstr("unknown environment variable MATE_LOGLEVL"));
+}
+
+TEST(MateEnv, MarkdownCombinesWithNoOtherFlag) {
+  auto r = mate_cmd({"env", "--markdown", "--check"}, {{"MATE_LOGLEVEL", "7"}});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("excludes"));
 }
 
 TEST(MateEnv, MarkdownIsIndependentOfTheEnvironment) {

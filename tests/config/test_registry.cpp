@@ -78,5 +78,25 @@ TEST(EditDistance, Basics) {
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
 }
 
+TEST(SuggestVariable, SlipsWordOrderAndLeftOutWords) {
+  EXPECT_EQ(suggest_variable("MATE_LOGLEVL"), "MATE_LOGLEVEL");
+  EXPECT_EQ(suggest_variable("MATE_DISABLE_JTI"), "MATE_DISABLE_JIT");
+  EXPECT_EQ(suggest_variable("MATE_JIT_DISABLE"), "MATE_DISABLE_JIT");
+  EXPECT_EQ(suggest_variable("MATE_MUSA_ARCH"), "MATE_MUSA_ARCH_LIST");
+  EXPECT_EQ(suggest_variable("MATE_CUDA_ARCHS"), "MATE_CUDA_ARCH_LIST");
+  EXPECT_EQ(suggest_variable("MATE_WORKSPACE"), "MATE_WORKSPACE_BASE");
+  EXPECT_EQ(suggest_variable("MATE_MAX_JOBS"), "MAX_JOBS");
+  EXPECT_EQ(suggest_variable("MATE_GUARD_MODE"), "MATE_GUARD_ALLOCATOR_MODE");
+  EXPECT_EQ(suggest_variable("MATE_PYTEST_GUARD"), "MATE_PYTEST_GUARD_ALLOC");
+  EXPECT_EQ(suggest_variable("MATE_DUMP_MAX_SIZE"), "MATE_DUMP_MAX_SIZE_GB");
+  // A public variable before an internal one that matches as well.
+  ASSERT_NE(find(suggest_variable("MATE_LOG")), nullptr);
+  EXPECT_EQ(find(suggest_variable("MATE_LOG"))->category, Category::Public);
+  // Nothing plausible: no suggestion rather than a wrong one.
+  EXPECT_EQ(suggest_variable("MATE_FOO"), "");
+  EXPECT_EQ(suggest_variable("MATE_"), "");
+  EXPECT_EQ(suggest_variable("MATE_COLOR"), "");
+}
+
 }  // namespace
 }  // namespace mate::config

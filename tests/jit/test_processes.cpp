@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +23,7 @@ using mate::jit::testing::TempDir;
 using mate::testing::run;
 using mate::testing::RunResult;
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace fs = std::filesystem;
 
 struct JitProcesses : ::testing::Test {
@@ -313,6 +315,24 @@ TEST_F(JitProcesses, ModuleStatusListsKnownModulesOfflineAndClearCacheRemovesThe
   RunResult unknown = run({MATE_BINARY, "aot-build", "--out", dir.path + "/aot", "--module", "nope"}, with_env(e));
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_THAT(unknown.err, HasSubstr("unknown module 'nope'"));
+  // A module asked for by name that cannot be built here is a failure, not a skip.
+  auto no_compiler = e;
+  no_compiler["CXX"] = "/nonexistent/c++";
+  RunResult skipped = run({MATE_BINARY, "aot-build", "--out", dir.path + "/aot", "--module", "mate_sample_axpy_f32_t64"},
+                          with_env(no_compiler));
+  EXPECT_EQ(skipped.exit_code, 1) << skipped.out << skipped.err;
+  EXPECT_THAT(skipped.out, HasSubstr("skipped mate_sample_axpy_f32_t64"));
+  EXPECT_THAT(skipped.err, HasSubstr("a module asked for with --module was not built"));
+  { std::ofstream(dir.path + "/a_file") << "x"; }
+  RunResult bad_out = run({MATE_BINARY, "aot-build", "--out", dir.path + "/a_file/aot"}, with_env(e));
+  EXPECT_EQ(bad_out.exit_code, 2);
+  EXPECT_THAT(bad_out.err, HasSubstr("--out " + dir.path + "/a_file/aot: cannot create the directory"));
+  // --toolchain leaves the others out (the build's AOT step does so for an empty arch list).
+  RunResult host_only = run({MATE_BINARY, "aot-build", "--out", dir.path + "/aot_host", "--toolchain", "host",
+                             "--module", "mate_sample_axpy_f32_t64", "--module", "mate_sample_scale_cuda"}, with_env(e));
+  EXPECT_EQ(host_only.exit_code, 0) << host_only.out << host_only.err;
+  EXPECT_THAT(host_only.out, HasSubstr("built   mate_sample_axpy_f32_t64"));
+  EXPECT_THAT(host_only.out, Not(HasSubstr("mate_sample_scale_cuda")));
 
   RunResult clear = run({MATE_BINARY, "clear-cache"}, with_env(e));
   EXPECT_EQ(clear.exit_code, 0) << clear.err;
