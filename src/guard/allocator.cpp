@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 
@@ -172,13 +173,16 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
 
   // Placement (see the header): [guard g][mapping d][guard g], or one unmapped granule for 0.
   // An alignment above the granularity over-reserves a - g bytes, so the mapping can slide
-  // until the aligned point (the user pointer) falls on a multiple of a; the slack stays
-  // unmapped and widens the guard on one side.
+  // until its start (the user pointer) falls on a multiple of a; the slack stays unmapped and
+  // widens the guard on one side. The size is padded to the alignment, but to the granularity at
+  // most: the mapping's start is aligned already, and padding a 10-byte allocation aligned to
+  // 256 MiB to 256 MiB would make all of it resident canary.
   const std::size_t slide = a > g ? a - g : 0;
+  const std::size_t pad_to = a > g ? g : a;
   std::size_t rounded = 0, mapped = 0, reserved = 0;
   if (size == 0) {
     reserved = g + slide;
-  } else if (!round_up(size, a, &rounded) || !round_up(rounded, g, &mapped) ||
+  } else if (!round_up(size, pad_to, &rounded) || !round_up(rounded, g, &mapped) ||
              mapped > SIZE_MAX - 2 * g - slide) {
     return {0, AllocError::TooLarge, "guard allocator: size too large"};
   } else {
@@ -188,15 +192,11 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     return {0, AllocError::TooLarge, "guard allocator: size too large (a guarded allocation reserves at most 16 TiB)"};
 
   // Where the mapping goes in a reservation at `b`: right after the leading guard, or slid up
-  // (by less than a) to the first place where head's start / tail's end is a multiple of a.
-  // round_up cannot overflow here: the reservation extends past the aligned point.
+  // (by less than a) to the first multiple of a. round_up cannot overflow here: the reservation
+  // extends past the aligned point.
   const auto mapping_at = [&](std::uintptr_t b) noexcept {
     std::size_t aligned = b + g;
-    if (slide != 0 && config_.mode == Mode::Head) (void)round_up(b + g, a, &aligned);
-    if (slide != 0 && config_.mode == Mode::Tail) {
-      (void)round_up(b + g + mapped, a, &aligned);
-      aligned -= mapped;
-    }
+    if (slide != 0) (void)round_up(b + g, a, &aligned);
     return static_cast<std::uintptr_t>(aligned);
   };
 
@@ -412,6 +412,34 @@ void note_sync(device::Status status) noexcept {
 
 }  // namespace
 
+void GuardAllocator::report_invalid_pointer(std::uintptr_t ptr, const char* operation, void* const* frames,
+                                            int frame_count) noexcept {
+  Description d = describe(ptr);
+  {
+    ReportWriter w(kStderr);
+    if (std::strcmp(operation, "free") == 0) w.str("mate guard: invalid free of ").hex(ptr);
+    else w.str("mate guard: invalid pointer ").hex(ptr).str(" passed to ").str(operation);
+    w.str(": not a pointer this allocator returned");
+    if (d.found) {
+      w.str("; it lies ");
+      write_place(w, d);
+    }
+    w.chr('\n');
+  }
+  write_frames(kStderr, std::strcmp(operation, "free") == 0 ? "freed" : "called", frames, frame_count, gettid());
+  core::write_crash_context(kStderr);
+  if (config_.on_corruption == OnCorruption::Abort) stop();
+}
+
+void GuardAllocator::report_invalid_pointer(std::uintptr_t ptr, const char* operation) noexcept {
+  void* frames[kMaxFrames];
+  // Called from the interposed function itself, one wrapper fewer than allocate()'s callers
+  // (guard_alloc, then malloc) that config.skip_frames counts.
+  const int skip = config_.skip_frames > 0 ? config_.skip_frames - 1 : 0;
+  const int frame_count = capture(frames, config_.backtraces, skip);
+  report_invalid_pointer(ptr, operation, frames, frame_count);
+}
+
 FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept {
   bool capturing = false;
   if (backend_.kind() != device::Kind::Host && backend_.is_capturing(stream, &capturing).ok() && capturing) {
@@ -457,19 +485,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
       std::lock_guard lock(table_->mutex);
       table_->stats.invalid_frees += 1;
     }
-    Description d = describe(ptr);
-    {
-      ReportWriter w(kStderr);
-      w.str("mate guard: invalid free of ").hex(ptr).str(": not a pointer this allocator returned");
-      if (d.found) {
-        w.str("; it lies ");
-        write_place(w, d);
-      }
-      w.chr('\n');
-    }
-    write_frames(kStderr, "freed", frames, frame_count, gettid());
-    core::write_crash_context(kStderr);
-    if (config_.on_corruption == OnCorruption::Abort) stop();
+    report_invalid_pointer(ptr, "free", frames, frame_count);
     return FreeResult::InvalidFree;
   }
 

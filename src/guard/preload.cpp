@@ -17,6 +17,7 @@
 // real allocator (the latter counted as unguarded). Alignments above a page are guarded too (the
 // allocator over-reserves and slides the mapping).
 #include <dlfcn.h>
+#include <gnu/libc-version.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -219,6 +220,30 @@ __attribute__((always_inline)) inline void* aligned(std::size_t alignment, std::
 
 bool power_of_two(std::size_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// memalign's reading of an alignment, glibc's: any value up to SIZE_MAX / 2 + 1, rounded up to
+// a power of two (0 and the small ones are malloc's 16); false (EINVAL) above that.
+bool memalign_alignment(std::size_t requested, std::size_t* out) noexcept {
+  if (requested > SIZE_MAX / 2 + 1) return false;
+  std::size_t a = 1;
+  while (a < requested) a <<= 1;
+  *out = a;
+  return true;
+}
+
+// aligned_alloc took any alignment as memalign does until glibc 2.38, which refuses one that is
+// no power of two (C17's reading): the guard answers as the C library in the process would.
+bool aligned_alloc_is_strict() noexcept {
+  static const bool strict = [] {
+    unsigned major = 0, minor = 0;
+    const char* v = gnu_get_libc_version();
+    while (*v >= '0' && *v <= '9') major = major * 10 + static_cast<unsigned>(*v++ - '0');
+    if (*v == '.') ++v;
+    while (*v >= '0' && *v <= '9') minor = minor * 10 + static_cast<unsigned>(*v++ - '0');
+    return major > 2 || (major == 2 && minor >= 38);
+  }();
+  return strict;
+}
+
 }  // namespace
 
 namespace mate::guard::preload {
@@ -349,26 +374,33 @@ MATE_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) noexce
 }
 
 MATE_EXPORT void* aligned_alloc(size_t alignment, size_t size) noexcept {
-  if (!power_of_two(alignment)) {
+  std::size_t a = 0;
+  if ((aligned_alloc_is_strict() && !power_of_two(alignment)) || !memalign_alignment(alignment, &a)) {
     errno = EINVAL;
     return nullptr;
   }
-  return aligned(alignment, size);
+  return aligned(a, size);
 }
 
 MATE_EXPORT void* memalign(size_t alignment, size_t size) noexcept {
-  if (!power_of_two(alignment)) {
+  std::size_t a = 0;
+  if (!memalign_alignment(alignment, &a)) {
     errno = EINVAL;
     return nullptr;
   }
-  return aligned(alignment, size);
+  return aligned(a, size);
 }
 
 MATE_EXPORT void* valloc(size_t size) noexcept { return aligned(static_cast<std::size_t>(sysconf(_SC_PAGESIZE)), size); }
 
 MATE_EXPORT void* pvalloc(size_t size) noexcept {
-  std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return aligned(page, (size + page - 1) / page * page);
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::size_t rounded = 0;
+  if (__builtin_add_overflow(size, page - 1, &rounded)) {  // as glibc: no wrap to a tiny size
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return aligned(page, rounded / page * page);
 }
 
 MATE_EXPORT size_t malloc_usable_size(void* p) noexcept {
@@ -376,6 +408,12 @@ MATE_EXPORT size_t malloc_usable_size(void* p) noexcept {
   if (arena::arena_owns(p)) return arena::arena_usable_size(p);
   // The exact size, so programs that trust the usable size still stop at the guard.
   if (!t_inside && owned(p)) return g_guard->size_of(reinterpret_cast<std::uintptr_t>(p));
+  if (in_guarded_range(p)) {
+    // p + 1 of a guarded buffer: glibc would read canary bytes as a chunk header.
+    Inside inside;
+    g_guard->report_invalid_pointer(reinterpret_cast<std::uintptr_t>(p), "malloc_usable_size");
+    return 0;
+  }
   using Fn = size_t (*)(void*);
   static Fn real = [] {
     Inside inside;

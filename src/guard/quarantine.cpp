@@ -37,7 +37,7 @@ void decode(const QuarantineRecord& r, std::size_t granularity, Slot* out) noexc
     reserved = g + slide;
     mapping = slide == 0 ? reservation + g : round_up(reservation + g, a);
   } else {
-    mapped = round_up(a > g ? round_up(size, a) : size, g);
+    mapped = round_up(size, g);  // padded to min(a, g), which divides g
     mapping = user & ~(g - 1);
     reserved = mapped + 2 * g + slide;
   }

@@ -374,6 +374,30 @@ TEST_F(GuardRun, OptionsEndAtTheProgramsName) {
   EXPECT_THAT(nothing.err, HasSubstr("command is required"));
 }
 
+// The allocation functions' edge cases answer as the C library's do: odd memalign alignments
+// rounded up, pvalloc of a size that would wrap refused, posix_memalign's EINVAL.
+TEST_F(GuardRun, LibcEdgeCasesAnswerAsTheCLibraryDoes) {
+  auto plain = run({MATE_LIBC_EDGES_CHILD});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.out, HasSubstr("memalign(3, 10): ok aligned to 4: yes"));
+  EXPECT_THAT(plain.out, HasSubstr("pvalloc(SIZE_MAX - 10): null errno ENOMEM"));
+  for (const char* mode : {"tail", "head"}) {
+    auto guarded = run({MATE_BINARY, "guard-run", "--mode", mode, "--", MATE_LIBC_EDGES_CHILD});
+    EXPECT_EQ(guarded.exit_code, 0) << guarded.err;
+    EXPECT_EQ(guarded.out, plain.out) << mode;
+  }
+}
+
+// malloc_usable_size(p + 1) of a guarded buffer is reported as free(p + 1) is; glibc would read
+// the canary before it as a chunk header.
+TEST_F(GuardRun, UsableSizeOfAPointerIntoABufferIsReported) {
+  auto r = run({MATE_BINARY, "guard-run", "--", MATE_LIBC_EDGES_CHILD, "usable_inside"});
+  EXPECT_EQ(r.exit_code, 128 + 6) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("passed to malloc_usable_size: not a pointer this allocator returned; it lies 1 "
+                               "bytes from the start of live allocation #"));
+  EXPECT_THAT(r.err, HasSubstr(" in main at "));
+}
+
 TEST_F(GuardRun, LogAllocationsCorrelatesIds) {
   auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_HEAP_BUG, "past"});
   EXPECT_THAT(r.err, HasSubstr("mate guard: alloc #"));

@@ -73,7 +73,7 @@ void slot_at_limits(Slot& s) {
   const std::uintptr_t reservation = (std::uintptr_t{1} << 47) - (std::uintptr_t{64} << 30);
   const std::uintptr_t mapping = reservation + g + 3 * g;
   const std::size_t size = (std::size_t{1} << 40) + 5;
-  const std::size_t mapped = ((size + a - 1) / a) * a;
+  const std::size_t mapped = ((size + g - 1) / g) * g;  // padded to the granule, not to a
   s.set_placement(reservation, mapped + 2 * g + (a - g), mapping, mapped);
   s.user = mapping;
   s.size = size;

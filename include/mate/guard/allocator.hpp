@@ -5,15 +5,17 @@
 // CUDA/MUSA device memory through the driver's virtual-memory API), so host and device share
 // placement, canaries, quarantine, lookup and reports. See docs/guard-allocator.md.
 //
-// Placement (G = backend granularity, A = alignment, n = size, R = n rounded up to A, D = R
-// rounded up to G): each allocation reserves [guard G][mapping D][guard G].
+// Placement (G = backend granularity, A = alignment, n = size, R = n rounded up to min(A, G),
+// D = R rounded up to G): each allocation reserves [guard G][mapping D][guard G].
 //  * tail mode: the user pointer is mapping_end - R, so R ends exactly at the trailing guard;
 //    the bytes before the pointer and between n and R are canary.
 //  * head mode: the user pointer is the mapping's start, right after the leading guard; the
 //    bytes after n are canary and the trailing guard catches large overruns.
 //  * n == 0: a unique pointer into a reservation that is never mapped (any access faults).
-//  * A > G: the reservation grows by A - G and the mapping slides (staying G-aligned) until the
-//    user pointer is a multiple of A; the unmapped slack widens the guard on the other side.
+//  * A > G: the reservation grows by A - G and the mapping slides (staying G-aligned) until its
+//    start, the user pointer in both modes, is a multiple of A; the unmapped slack widens the
+//    leading guard. The padding stays below G (R = n rounded up to G): padding to A would make
+//    up to A bytes resident canary for nothing.
 // Freed ranges are unmapped and stay reserved in a FIFO quarantine bounded by an address-space
 // budget, so stale pointers fault as use-after-free.
 //
@@ -172,6 +174,10 @@ class GuardAllocator {
   std::size_t check_all() noexcept;
   // Which allocation `address` belongs to or is nearest (live or quarantined).
   Description describe(std::uintptr_t address) const noexcept;
+  // Reports `ptr`, handed to `operation` (e.g. "malloc_usable_size") though it is not a pointer
+  // this allocator returned, as an invalid free is reported; stops the process unless
+  // config.on_corruption is Continue.
+  void report_invalid_pointer(std::uintptr_t ptr, const char* operation) noexcept;
   // Counts an allocation the caller served elsewhere because this allocator could not.
   void note_unguarded() noexcept;
   Stats stats() const noexcept;
@@ -189,6 +195,8 @@ class GuardAllocator {
   std::size_t quarantine_limit_;  // config_.quarantine_bytes, the backend's default resolved
   bool small_mapping_possible() noexcept;
   bool evict_oldest_locked() noexcept;
+  void report_invalid_pointer(std::uintptr_t ptr, const char* operation, void* const* frames,
+                              int frame_count) noexcept;
   SlotTable* table_;
 };
 
