@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 extern char** environ;
 
@@ -22,9 +23,19 @@ namespace {
 
 std::atomic<pid_t> g_child{0};
 
-void forward(int sig) {
-  pid_t child = g_child.load();
-  if (child > 0) kill(child, sig);
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+// Passes a signal sent to mate on to the program, unless the program got it already: the
+// terminal sends Ctrl-C, Ctrl-\ and hangups to the whole foreground process group (si_code
+// SI_KERNEL), and a process of our own group sending to it (kill 0) reached the program too.
+// This is sudo's rule. A signal sent with kill to mate's pid alone is forwarded.
+void forward(int sig, siginfo_t* info, void*) {
+  const int saved_errno = errno;
+  const pid_t child = g_child.load();
+  const bool reached_the_group = info->si_code == SI_KERNEL ||
+                                 (info->si_code == SI_USER && info->si_pid > 0 && getpgid(info->si_pid) == getpgrp());
+  if (child > 0 && !reached_the_group) kill(child, sig);
+  errno = saved_errno;
 }
 
 }  // namespace
@@ -85,25 +96,49 @@ int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& opt
   for (auto& a : argv_copy) args.push_back(a.data());
   args.push_back(nullptr);
 
-  struct sigaction sa {}, old[4];
-  const int forwarded[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-  sa.sa_handler = forward;
+  // Signals arriving before the child's pid is known wait (blocked) and are forwarded then.
+  // One ignored here stays ignored (not caught), so the program inherits SIG_IGN as it would
+  // without mate (a background job's SIGINT).
+  sigset_t forwarded, before;
+  sigemptyset(&forwarded);
+  for (int sig : kForwarded) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &before);
+  struct sigaction sa {}, old[std::size(kForwarded)];
+  sa.sa_sigaction = forward;
+  sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
-  for (int i = 0; i < 4; ++i) sigaction(forwarded[i], &sa, &old[i]);
+  bool caught[std::size(kForwarded)] = {};
+  for (std::size_t i = 0; i < std::size(kForwarded); ++i) {
+    sigaction(kForwarded[i], nullptr, &old[i]);
+    caught[i] = !(old[i].sa_flags & SA_SIGINFO) && old[i].sa_handler == SIG_IGN ? false : true;
+    if (caught[i]) sigaction(kForwarded[i], &sa, nullptr);
+  }
+  const auto restore = [&] {
+    for (std::size_t i = 0; i < std::size(kForwarded); ++i)
+      if (caught[i]) sigaction(kForwarded[i], &old[i], nullptr);
+    sigprocmask(SIG_SETMASK, &before, nullptr);
+  };
 
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setsigmask(&attributes, &before);  // the program starts with mate's own mask
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), envp.data());
+  int rc = posix_spawnp(&pid, args[0], nullptr, &attributes, args.data(), envp.data());
+  posix_spawnattr_destroy(&attributes);
   if (rc != 0) {
-    for (int i = 0; i < 4; ++i) sigaction(forwarded[i], &old[i], nullptr);
+    restore();
     std::fprintf(stderr, "mate guard-run: cannot run '%s': %s\n", argv[0].c_str(), std::strerror(rc));
     return 127;
   }
   g_child.store(pid);
+  sigprocmask(SIG_SETMASK, &before, nullptr);  // what came meanwhile is forwarded now
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  sigprocmask(SIG_BLOCK, &forwarded, nullptr);
   g_child.store(0);
-  for (int i = 0; i < 4; ++i) sigaction(forwarded[i], &old[i], nullptr);
+  restore();
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;

@@ -356,6 +356,53 @@ TEST_F(GuardRun, SegvAndBusSentByAProcessActAsWithoutTheGuard) {
   EXPECT_THAT(fault.err, HasSubstr("overflow"));
 }
 
+// Ctrl-C on a terminal reaches the whole foreground job, mate and the program: mate must not pass
+// it on a second time. Run on a new pseudo-terminal, the program counts the SIGINTs it gets.
+TEST_F(GuardRun, CtrlCReachesTheProgramOnce) {
+  const std::string terminal = R"(import os, pty, sys, time, select
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+out, sent, deadline = b"", False, time.time() + 30
+while time.time() < deadline:
+    if select.select([fd], [], [], 0.1)[0]:
+        try:
+            data = os.read(fd, 1024)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    if not sent and b"ready" in out:
+        os.write(fd, b"")
+        sent = True
+os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+)";
+  const std::string counter = R"(import signal, time
+n = 0
+def count(s, f):
+    global n
+    n += 1
+signal.signal(signal.SIGINT, count)
+print("ready", flush=True)
+time.sleep(1.5)
+print("SIGINTs received:", n, flush=True)
+)";
+  auto r = run({"python3", "-c", terminal, MATE_BINARY, "guard-run", "python3", "-c", counter});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("SIGINTs received: 1"));
+}
+
+// A signal ignored when mate starts (a background job's SIGINT) stays ignored in the program.
+TEST_F(GuardRun, AnIgnoredSignalStaysIgnored) {
+  const std::string ignoring = std::string("trap '' INT; exec ") + MATE_BINARY +
+                               " guard-run python3 -c 'import signal; print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)'";
+  auto r = run({"sh", "-c", ignoring});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "True\n");
+}
+
 // guard-run's options end at the program's name, as env's and nice's do: the rest is the program's.
 TEST_F(GuardRun, OptionsEndAtTheProgramsName) {
   auto echoed = run({MATE_BINARY, "guard-run", "echo", "--mode", "head", "--", "x"});
