@@ -2,6 +2,8 @@
 // maps the child's end to an exit status.
 #include "mate/guard/run.hpp"
 
+#include "preload_reach.hpp"
+
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -88,6 +90,8 @@ std::vector<std::string> guarded_environment(char** base, const std::string& pre
 
 int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& options) {
   std::vector<std::string> env = guarded_environment(environ, preload_library_path(), options);
+  if (const std::string why = why_preload_cannot_reach(argv[0]); !why.empty())
+    std::fprintf(stderr, "mate guard-run: warning: %s\n", why.c_str());
 
   std::vector<char*> envp, args;
   for (auto& e : env) envp.push_back(e.data());

@@ -403,6 +403,17 @@ TEST_F(GuardRun, AnIgnoredSignalStaysIgnored) {
   EXPECT_EQ(r.out, "True\n");
 }
 
+// LD_PRELOAD cannot reach a statically linked program: guard-run says so rather than let a run
+// that guarded nothing look clean.
+TEST_F(GuardRun, AStaticallyLinkedProgramIsSaidToBeUnguarded) {
+  auto r = run({MATE_BINARY, "guard-run", "--", MATE_STATIC_CHILD});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "static program ran\n");
+  EXPECT_THAT(r.err, HasSubstr("is statically linked: LD_PRELOAD cannot reach its allocator, so nothing in it is "
+                               "guarded"));
+  EXPECT_EQ(run({MATE_BINARY, "guard-run", "--", "true"}).err, "");  // a dynamic program: no word
+}
+
 // guard-run's options end at the program's name, as env's and nice's do: the rest is the program's.
 TEST_F(GuardRun, OptionsEndAtTheProgramsName) {
   auto echoed = run({MATE_BINARY, "guard-run", "echo", "--mode", "head", "--", "x"});
