@@ -348,11 +348,17 @@ void report_canary(const StackDepot& depot, const Slot& s, const char* backend, 
     for (int i = 0; i < c.shown; ++i) w.chr(' ').byte(c.expected[i]);
     w.str("\n  found:   ");
     for (int i = 0; i < c.shown; ++i) w.chr(' ').byte(c.found[i]);
-    w.str("\n  next: the ").str(to_string(s.mode)).str(" mode guard region did not see this access; rerun with "
-                                                       "--mode ").str(to_string(other_mode(s.mode)));
-    w.str(" to fault at the first invalid access");
-    if (!before && s.mode == Mode::Tail)
-      w.str(" (in tail mode only the alignment padding after the end is canary)");
+    if (!before && s.mode == Mode::Tail) {
+      // The size rounded up to the alignment ends at the guard: the write stayed in the padding,
+      // which no mode can make fault (head mode pads up to the page).
+      w.str("\n  next: the write stayed within the alignment padding after the end, before the guard region; "
+            "no mode faults there (head mode leaves more bytes before its guard), so it is caught here, at free");
+    } else {
+      const char* other = to_string(other_mode(s.mode));
+      w.str("\n  next: the ").str(to_string(s.mode)).str(" mode guard region did not see this access; rerun in ")
+          .str(other).str(" mode (mate guard-run --mode ").str(other).str("; --guard-mode ").str(other)
+          .str(" for mate replay and test programs) to fault at the first invalid access");
+    }
     w.chr('\n');
   }
   write_stack(kStderr, "allocated", depot, s.alloc_stack, s.alloc_tid);

@@ -220,7 +220,7 @@ TEST(GuardAllocator, CheckAllFindsCorruptionOfLiveAllocations) {
   EXPECT_THAT(err, HasSubstr("canary corrupted (check_all): allocation #2 of 17 bytes"));
   EXPECT_THAT(err, HasSubstr("side: before the start (underrun)"));
   EXPECT_THAT(err, HasSubstr("first corrupted byte: 3 bytes before the start (offset -3)"));
-  EXPECT_THAT(err, HasSubstr("rerun with --mode head"));
+  EXPECT_THAT(err, HasSubstr("rerun in head mode (mate guard-run --mode head; --guard-mode head"));
 }
 
 TEST(GuardAllocator, FreedMemoryIsUnmappedAndQuarantinedFifo) {

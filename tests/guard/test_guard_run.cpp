@@ -180,7 +180,7 @@ TEST_F(GuardRun, TheOtherSideIsCaughtAtFreeWithAdvice) {
   EXPECT_EQ(r.exit_code, 128 + 6) << r.err;  // SIGABRT after the canary report
   EXPECT_THAT(r.err, HasSubstr("canary corrupted at free: allocation #"));
   EXPECT_THAT(r.err, HasSubstr("first corrupted byte: 4 bytes before the start"));
-  EXPECT_THAT(r.err, HasSubstr("rerun with --mode head"));
+  EXPECT_THAT(r.err, HasSubstr("rerun in head mode (mate guard-run --mode head; --guard-mode head"));
 }
 
 TEST_F(GuardRun, FreeOfAPointerIntoABufferIsAnInvalidFree) {
