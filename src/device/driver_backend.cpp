@@ -1,6 +1,7 @@
 // The driver backend: device memory through the CUDA / MUSA virtual-memory API (see
 // mate/device/driver.hpp for the contract), plus probing and choosing a driver.
 
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <map>
@@ -14,6 +15,8 @@
 namespace mate::device {
 
 namespace {
+
+std::atomic<std::uint64_t> g_mapped_count[2];  // CUDA, MUSA
 
 using driver::Api;
 using driver::Result;
@@ -147,6 +150,7 @@ class VmmBackend final : public DriverBackend {
       api_.MemRelease(handle);
       return {driver::kErrorOutOfMemory, "map: out of host memory for the mapping table"};
     }
+    g_mapped_count[api_.kind == Kind::Musa ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
     return Status::success();
   }
 
@@ -414,6 +418,11 @@ DriverBackend* driver_backend(std::string* reason) {
   }();
   if (reason != nullptr) *reason = selected->reason;
   return selected->backend.get();
+}
+
+std::uint64_t device_memory_mapped_count(Kind kind) noexcept {
+  if (kind == Kind::Host) return 0;
+  return g_mapped_count[kind == Kind::Musa ? 1 : 0].load(std::memory_order_relaxed);
 }
 
 std::string device_backends_summary() {

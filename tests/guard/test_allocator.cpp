@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "mate/config.hpp"
+#include "mate/device/driver.hpp"
 #include "mate/guard/allocator.hpp"
 
 namespace {
@@ -525,6 +527,32 @@ TEST(InstallGuardAllocator, AfterTheFirstAllocationIsRefused) {
   } catch (const mate::guard::GuardError& e) {
     EXPECT_THAT(e.what(), HasSubstr("Guard allocator must be installed before the first MUSA allocation in the process"));
   }
+}
+
+// Device memory MATE mapped before the install (here through a driver backend, as replay's tensors
+// are) makes the install fail as the seed says. In a child: the install is process-wide.
+int install_after_mates_own_device_mapping() {
+  mate::config::ScopedOverride fake{mate::config::Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
+  std::string reason;
+  auto backend = mate::device::open_driver_backend(mate::device::Kind::Cuda, 0, &reason);
+  if (backend == nullptr) return 3;
+  std::uintptr_t base = 0;
+  const std::size_t g = backend->granularity();
+  if (!backend->reserve(g, &base).ok() || !backend->map(base, g).ok()) return 4;
+  GuardAllocatorConfig c;
+  c.backend = mate::device::Kind::Cuda;
+  try {
+    mate::guard::install_guard_allocator(c);
+  } catch (const mate::guard::GuardError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 0;
+  }
+  return 5;
+}
+
+TEST(InstallGuardAllocatorDeathTest, AfterMatesOwnDeviceAllocationIsRefused) {
+  EXPECT_EXIT(std::_Exit(install_after_mates_own_device_mapping()), ::testing::ExitedWithCode(0),
+              "Guard allocator must be installed before the first CUDA allocation in the process");
 }
 
 }  // namespace

@@ -88,6 +88,11 @@ std::unique_ptr<DriverBackend> open_selected_driver_backend(std::string* reason)
 // life of the process (never destroyed). nullptr with *reason (may be nullptr) when none.
 DriverBackend* driver_backend(std::string* reason = nullptr);
 
+// How many times any driver backend of `kind` in this process mapped device memory: the guarded
+// allocator's install refuses to start after the first (the seed's "must be installed before the
+// first MUSA allocation in the process").
+std::uint64_t device_memory_mapped_count(Kind kind) noexcept;
+
 // One line for `mate version` / `mate env`, e.g.
 // "host (mmap); cuda driver: libcuda.so.1 13.0, 1 device (9.0); musa driver: not found
 // (libmusa.so.1: cannot open shared object file ...)".
