@@ -1,10 +1,14 @@
 #include "mate/jit/admin.hpp"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -55,6 +59,36 @@ std::string first_difference(const std::vector<KeyInput>& now, const std::vector
   return "inputs are equal but the key differs";
 }
 
+// The newest entry in `module_dir` built by `toolchain`, if any.
+std::optional<Manifest> newest_entry(const std::string& module_dir, const std::string& toolchain) {
+  std::optional<Manifest> newest;
+  std::error_code ec;
+  for (fs::directory_iterator it(module_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.empty() || name[0] == '.' || !it->is_directory()) continue;
+    if (auto other = read_manifest(it->path().string(), nullptr))
+      if (other->toolchain == toolchain && (!newest || other->built_at > newest->built_at)) newest = std::move(other);
+  }
+  return newest;
+}
+
+// No entry for this key: the newest entry of the same module says what changed. One built for
+// this arch list first; else one built for another (the arch list is part of the directory, so
+// a changed MATE_CUDA_ARCH_LIST shows as "target_arch differs", not as missing).
+std::optional<Manifest> newest_other_entry(const std::string& root, const Plan& plan) {
+  const std::string toolchain(to_string(plan.spec.toolchain));
+  if (auto same_arch = newest_entry(module_dir(root, plan), toolchain)) return same_arch;
+  std::optional<Manifest> newest;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string arch = it->path().filename().string();
+    if (arch == plan.arch || arch == "toolchains" || arch.empty() || arch[0] == '.') continue;
+    if (auto other = newest_entry(it->path().string() + "/cached_ops/" + plan.spec.name, toolchain))
+      if (!newest || other->built_at > newest->built_at) newest = std::move(other);
+  }
+  return newest;
+}
+
 }  // namespace
 
 ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
@@ -74,9 +108,13 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
   s.key = plan.key;
   s.arch = plan.arch;
   for (const auto& i : plan.inputs) s.inputs.emplace_back(i.name, i.value);
+  // What the loader would do: with MATE_DISABLE_JIT=1 it never looks at the JIT cache.
+  const bool jit_disabled = config::disable_jit();
   if (!plan.arch_known) {
-    s.state = ModuleState::NotBuildable;
-    s.detail = plan.why_not_buildable;
+    s.state = jit_disabled ? ModuleState::Missing : ModuleState::NotBuildable;
+    s.detail = jit_disabled ? "MATE_DISABLE_JIT=1 and no AOT module can match without an arch list: " +
+                                  plan.why_not_buildable
+                            : plan.why_not_buildable;
     return s;
   }
   if (auto aot = find_aot(plan, nullptr)) {
@@ -88,15 +126,21 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
     s.build_seconds = aot->manifest.build_seconds;
     return s;
   }
+  std::string entry = entry_dir(root, plan);
+  struct stat st {};
+  if (jit_disabled) {
+    s.state = ModuleState::Missing;
+    s.detail = "MATE_DISABLE_JIT=1 and no matching AOT module: a load fails";
+    if (::stat(entry.c_str(), &st) == 0) s.detail += " (the JIT cache entry " + entry + " is not used while JIT is disabled)";
+    return s;
+  }
   if (!plan.buildable) {
     s.state = ModuleState::NotBuildable;
     s.detail = plan.why_not_buildable;
     return s;
   }
-  std::string entry = entry_dir(root, plan);
   s.path = entry + "/module.so";
   Manifest m;
-  struct stat st {};
   if (::stat(entry.c_str(), &st) == 0) {
     std::string problem = check_entry(entry, plan, &m);
     if (problem.empty()) {
@@ -110,15 +154,7 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
     }
     return s;
   }
-  // No entry for this key: the newest entry of the same module says what changed.
-  std::optional<Manifest> newest;
-  std::error_code ec;
-  for (fs::directory_iterator it(module_dir(root, plan), ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.empty() || name[0] == '.' || !it->is_directory()) continue;
-    if (auto other = read_manifest(it->path().string(), nullptr))
-      if (!newest || other->built_at > newest->built_at) newest = std::move(other);
-  }
+  std::optional<Manifest> newest = newest_other_entry(root, plan);
   if (newest) {
     s.state = ModuleState::Stale;
     s.detail = fmt::format("cached key {}: {}", newest->key, first_difference(plan.inputs, newest->inputs));
@@ -145,17 +181,45 @@ CacheSummary cache_summary() {
   return c;
 }
 
+namespace {
+
+constexpr const char* kTrashPrefix = ".mate-trash-";
+
+// Removes what a clear-cache killed midway left: .mate-trash-<this host>-<pid>-<n> directories
+// under `parent` whose process is dead. One whose process lives is still being deleted by it.
+void remove_dead_trash(const std::string& parent, ClearResult& r) {
+  std::string prefix = kTrashPrefix + hostname() + "-";
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    char* after = nullptr;
+    long pid = std::strtol(name.c_str() + prefix.size(), &after, 10);
+    if (pid <= 0 || after == nullptr || *after != '-') continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    r.leftover_bytes += directory_size(it->path().string());
+    r.leftovers.push_back(it->path().string());
+    remove_tree(it->path().string());
+  }
+}
+
+}  // namespace
+
 ClearResult clear_cache(bool all_versions) {
   ClearResult r;
-  r.path = all_versions ? workspace_base() + "/.cache/mate" : cache_root();
+  const std::string base = workspace_base();
+  r.path = all_versions ? base + "/.cache/mate" : cache_root();
+  remove_dead_trash(base + "/.cache/mate", r);
+  remove_dead_trash(base + "/.cache", r);
   struct stat st {};
   if (::stat(r.path.c_str(), &st) != 0) return r;
   r.existed = true;
   r.bytes = directory_size(r.path);
-  // Rename first: processes see the whole cache or none of it, never a half-deleted entry.
+  // Rename first: processes see the whole cache or none of it, never a half-deleted entry. The
+  // name says whose it is, so a later run can finish the job if this one is killed.
   static std::atomic<unsigned> counter{0};
   std::string parent = fs::path(r.path).parent_path().string();
-  std::string trash = fmt::format("{}/.mate-trash-{}-{}", parent, getpid(), counter++);
+  std::string trash = fmt::format("{}/{}{}-{}-{}", parent, kTrashPrefix, hostname(), getpid(), counter++);
   if (::rename(r.path.c_str(), trash.c_str()) != 0)
     throw ModuleError(ModuleError::Kind::CacheError,
                       fmt::format("cannot remove {}: {}", r.path, std::strerror(errno)));

@@ -69,6 +69,11 @@ namespace mate::jit::detail {
 
 namespace fs = std::filesystem;
 
+bool is_compiler_identity_input(const std::string& name) {
+  return name == kInputCompilerPath || name == kInputCompilerInvoked || name == kInputCompilerVersion ||
+         name == kInputHostCompiler || name == kInputNvccCcbin;
+}
+
 std::string aot_mismatch(const Plan& plan, const Manifest& m) {
   if (m.name != plan.spec.name) return "different module";
   if (plan.arch_list.empty())
@@ -80,13 +85,13 @@ std::string aot_mismatch(const Plan& plan, const Manifest& m) {
   std::map<std::string, std::string> theirs;
   for (const auto& i : m.inputs) theirs[i.name] = i.value;
   for (const auto& i : plan.inputs) {
-    if (i.name == kInputCompilerPath || i.name == kInputCompilerInvoked || i.name == kInputTargetArch) continue;
-    if (i.name == kInputCompilerVersion && !plan.compiler_known) continue;
+    if (i.name == kInputTargetArch || is_compiler_identity_input(i.name)) continue;
     auto it = theirs.find(i.name);
     if (it == theirs.end()) return fmt::format("input '{}' is absent from the AOT module", i.name);
     if (it->second != i.value) return fmt::format("input '{}' differs", i.name);
   }
   for (const auto& [name, value] : theirs) {
+    if (is_compiler_identity_input(name)) continue;
     bool ours = std::any_of(plan.inputs.begin(), plan.inputs.end(), [&](const KeyInput& i) { return i.name == name; });
     if (!ours) return fmt::format("the AOT module has input '{}' that this build does not", name);
   }
@@ -132,7 +137,7 @@ const AotIndex& read_index(const std::string& root) {
 
 }  // namespace
 
-std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* searched) {
+std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* searched, const AotAccept& accept) {
   for (const auto& root : aot_directories()) {
     const AotIndex& index = read_index(root);
     if (!index.present) {
@@ -143,8 +148,15 @@ std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* sea
     for (const auto& [dir, m] : index.modules) {
       if (m.name != plan.spec.name) continue;
       std::string why = aot_mismatch(plan, m);
-      if (why.empty()) return AotMatch{root, root + "/" + dir, m};
-      reasons += fmt::format("; key {} does not match: {}", m.key, why);
+      if (!why.empty()) {
+        reasons += fmt::format("; key {} does not match: {}", m.key, why);
+        continue;
+      }
+      // A damaged module (emptied, truncated, removed) or one that cannot be loaded does not
+      // hide a good one in a later root.
+      AotMatch match{root, root + "/" + dir, m};
+      if (why = library_problem(match.dir, m); why.empty() && (!accept || accept(match, &why))) return match;
+      reasons += fmt::format("; key {} matches but is unusable: {}", m.key, why);
     }
     if (searched)
       searched->push_back(fmt::format("{} (AOT root: {}{})", root,

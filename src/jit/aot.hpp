@@ -1,6 +1,7 @@
 // AOT module roots: reading their manifests and matching a plan against them.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,13 +17,23 @@ struct AotMatch {
   Manifest manifest;
 };
 
-// Looks for `plan` in every AOT root. `searched` gets one line per root: where it looked and,
-// when it did not match, why. The AOT module matches when every key input is equal except the
-// compiler's location (and its version when no compiler is installed here), and every arch of
-// the plan is in the module's arch list.
-std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* searched);
+// Looks for `plan` in every AOT root, in order. `searched` gets one line per root: where it
+// looked and, when it did not match, why. The AOT module matches when every input of the module
+// itself is equal (see aot_mismatch), every arch of the plan is in the module's arch list, and
+// its library is sound (library_problem). `accept` (the loader's dlopen) may still refuse a
+// match, saying why; the search then goes on through the later modules and roots.
+using AotAccept = std::function<bool(const AotMatch&, std::string* why)>;
+std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* searched,
+                                 const AotAccept& accept = nullptr);
 
-// The first reason `m` does not match `plan`, or "" when it matches.
+// Inputs that say which compiler built a module rather than what the module is: its path,
+// invoked name and version, and nvcc's host compiler.
+bool is_compiler_identity_input(const std::string& name);
+
+// The first reason `m` does not match `plan`, or "" when it matches. An AOT module is built by
+// the packager's compiler, not this machine's: compiler identity inputs are never compared
+// (whatever compiler is installed here); the module's sources, parameters, flags, arch and MATE
+// version and ABI are.
 std::string aot_mismatch(const Plan& plan, const Manifest& m);
 
 // Writes <root>/manifest.json from the module manifests found under <root>.

@@ -134,6 +134,10 @@ int ninja_jobs() {
 
 std::string build_in_staging(const Plan& plan, const std::string& parent) {
   static std::atomic<unsigned> counter{0};
+  // Read (and validated: an invalid value throws ConfigError) before anything is on disk, so
+  // that a bad MAX_JOBS or MATE_JIT_VERBOSE leaves no staging directory behind.
+  const int jobs = ninja_jobs();
+  const bool verbose = config::jit_verbose();
   make_directories(parent);
   const StagingDir dir = make_staging(
       plan, fmt::format("{}/.staging-{}-{}-{}-{}", parent, plan.key, hostname(), getpid(), counter++));
@@ -152,8 +156,7 @@ std::string build_in_staging(const Plan& plan, const std::string& parent) {
                                   "ninja-build)",
                                   plan.spec.name));
   }
-  bool verbose = config::jit_verbose();
-  std::vector<std::string> argv{*ninja, "-C", staging, "-j", std::to_string(ninja_jobs())};
+  std::vector<std::string> argv{*ninja, "-C", staging, "-j", std::to_string(jobs)};
   if (verbose) argv.push_back("-v");
   // Always one line when a build starts and one when it ends: builds are rare and take seconds,
   // and a user wants to know why the first call was slow.
@@ -174,11 +177,15 @@ std::string build_in_staging(const Plan& plan, const std::string& parent) {
                                   plan.spec.name, *ninja, e.code().message()));
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // A build in a directory renamed away may have failed (its sources deleted) or succeeded into
+  // the trash: either way it is not this module's result, and not a failure to report.
+  if (dir.vanished()) {
+    std::fprintf(stderr, "mate: module '%s' (key %s) abandoned after %.1f s: its build directory was removed "
+                 "(the cache was cleared)\n", plan.spec.name.c_str(), plan.key.c_str(), seconds);
+    dir.throw_vanished(plan);
+  }
   std::fprintf(stderr, "mate: module '%s' (key %s) %s in %.1f s\n", plan.spec.name.c_str(), plan.key.c_str(),
                r.ok() ? "done" : "FAILED", seconds);
-  // A build in a directory renamed away may have failed (its sources deleted) or succeeded into
-  // the trash: either way it is not this module's result.
-  if (dir.vanished()) dir.throw_vanished(plan);
   if (!verbose) {
     std::ofstream log(staging + "/build.log", std::ios::binary);
     log << r.output;

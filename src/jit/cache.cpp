@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -99,10 +102,25 @@ std::string check_entry(const std::string& dir, const Plan& plan, Manifest* out)
   if (m->name != plan.spec.name || m->key != plan.key)
     return fmt::format("manifest.json is for module '{}' key {}, not '{}' key {}", m->name, m->key,
                        plan.spec.name, plan.key);
-  struct stat st {};
-  if (::stat((dir + "/" + m->library).c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    return m->library + " is missing";
+  if (std::string why = library_problem(dir, *m); !why.empty()) return why;
   if (out) *out = std::move(*m);
+  return "";
+}
+
+std::string library_problem(const std::string& dir, const Manifest& m) {
+  const std::string path = dir + "/" + m.library;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return m.library + " is missing";
+  unsigned char magic[4] = {};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return fmt::format("{} cannot be opened: {}", m.library, std::strerror(errno));
+  std::size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  if (n != sizeof magic || magic[0] != 0x7f || magic[1] != 'E' || magic[2] != 'L' || magic[3] != 'F')
+    return m.library + " is not an ELF shared library";
+  if (static_cast<std::uint64_t>(st.st_size) != m.size)
+    return fmt::format("{} has {} bytes but manifest.json recorded {} (truncated or replaced)", m.library,
+                       st.st_size, m.size);
   return "";
 }
 

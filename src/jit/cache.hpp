@@ -39,9 +39,13 @@ nlohmann::json to_json(const Manifest& m);
 Manifest manifest_for(const Plan& plan);
 // Reads <dir>/manifest.json; nullopt with `why` when missing or malformed.
 std::optional<Manifest> read_manifest(const std::string& dir, std::string* why);
-// Checks a published entry against the plan: manifest readable, same name and key, library
-// present. Returns "" when usable, else the reason.
+// Checks a published entry against the plan: manifest readable, same name and key, and the
+// library sound (library_problem). Returns "" when usable, else the reason. The loader and
+// `mate module-status` both judge entries by it, so status shows what a load would do.
 std::string check_entry(const std::string& dir, const Plan& plan, Manifest* out);
+// Whether <dir>/<m.library> is a regular file starting with the ELF magic and of the size the
+// manifest recorded: "" when it is, else why not (for JIT entries and AOT modules alike).
+std::string library_problem(const std::string& dir, const Manifest& m);
 
 // Total bytes of regular files under `dir` (0 when missing).
 std::uint64_t directory_size(const std::string& dir);

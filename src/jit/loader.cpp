@@ -94,22 +94,11 @@ std::shared_ptr<const Module::State> make_state(const Plan& plan, const std::str
   return std::make_shared<const Module::State>(Module::State{plan.spec.name, key, path, origin, handle});
 }
 
-// Whether `path` starts with the ELF magic; "" when it does, else why not.
-std::string elf_problem(const std::string& path) {
-  unsigned char magic[4] = {};
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return fmt::format("cannot be opened: {}", std::strerror(errno));
-  std::size_t n = std::fread(magic, 1, sizeof magic, f);
-  std::fclose(f);
-  if (n == sizeof magic && magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F') return "";
-  return "is not an ELF shared library";
-}
-
 // A published entry: loaded, absent (*exists false), or structurally corrupt (`problem` says
-// why: manifest missing, malformed or for another key, library missing, not ELF, or not the
-// size the manifest recorded). A structurally sound library that dlopen refuses is not corrupt:
-// the cause is this process's environment (a runtime library not found, LD_LIBRARY_PATH), so
-// that throws ModuleError(LoadFailed) and leaves the entry alone; rebuilding would not help.
+// why, see check_entry). A structurally sound library that dlopen refuses is not corrupt: the
+// cause is this process's environment (a runtime library not found, LD_LIBRARY_PATH), so that
+// throws ModuleError(LoadFailed) and leaves the entry alone; rebuilding would not help. Unless
+// the entry vanished between the check and the dlopen (`mate clear-cache`): then it is absent.
 void* load_published(const std::string& entry, const Plan& plan, bool* exists, std::string* problem) {
   struct stat st {};
   *exists = ::stat(entry.c_str(), &st) == 0;
@@ -118,23 +107,22 @@ void* load_published(const std::string& entry, const Plan& plan, bool* exists, s
   *problem = check_entry(entry, plan, &m);
   if (!problem->empty()) return nullptr;
   const std::string library = entry + "/" + m.library;
-  if (std::string why = elf_problem(library); !why.empty()) {
-    *problem = m.library + " " + why;
-    return nullptr;
-  }
-  if (::stat(library.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) != m.size) {
-    *problem = fmt::format("{} has {} bytes but manifest.json recorded {} (truncated or replaced)", m.library,
-                           st.st_size, m.size);
-    return nullptr;
-  }
   std::string error;
   void* h = try_dlopen(library, &error);
-  if (h == nullptr)
+  if (h == nullptr && ::stat(entry.c_str(), &st) != 0) {
+    *exists = false;
+    return nullptr;
+  }
+  if (h == nullptr) {
+    // Something changed it after the check: judge it again rather than call it intact.
+    *problem = check_entry(entry, plan, nullptr);
+    if (!problem->empty()) return nullptr;
     throw ModuleError(ModuleError::Kind::LoadFailed,
                       fmt::format("module '{}': {} cannot be loaded: {}\n(the cache entry {} is intact and was "
                                   "left in place: check that the libraries it needs can be found, e.g. "
                                   "LD_LIBRARY_PATH; `mate clear-cache` removes it if it is damaged)",
                                   plan.spec.name, library, error, entry));
+  }
   return h;
 }
 
@@ -295,12 +283,15 @@ Module load_module(const ModuleSpec& spec, const LoadOptions& options) {
                                   plan.why_not_buildable));
   }
 
-  if (auto aot = find_aot(plan, &searched)) {
-    std::string error;
-    std::string path = aot->dir + "/" + aot->manifest.library;
-    if (void* h = try_dlopen(path, &error)) return remember(make_state(plan, aot->manifest.key, path, Origin::Aot, h));
-    searched.push_back(fmt::format("{} (AOT module matches but cannot be loaded: {})", path, error));
-  }
+  // An AOT module that matches but cannot be loaded gives way to the next match, then the JIT.
+  void* aot_handle = nullptr;
+  auto load_aot = [&](const AotMatch& match, std::string* why) {
+    aot_handle = try_dlopen(match.dir + "/" + match.manifest.library, why);
+    if (aot_handle == nullptr) *why = "cannot be loaded: " + *why;
+    return aot_handle != nullptr;
+  };
+  if (auto aot = find_aot(plan, &searched, load_aot))
+    return remember(make_state(plan, aot->manifest.key, aot->dir + "/" + aot->manifest.library, Origin::Aot, aot_handle));
 
   const std::string entry = entry_dir(root, plan);
   if (jit_disabled) throw missing_error(plan, searched);

@@ -153,6 +153,7 @@ std::string recorded_command(const BuildStep& step) {
 
 std::vector<std::string> expanded_argv(const Plan& plan, const BuildStep& step) {
   std::vector<std::string> argv{plan.compiler.invoked};
+  argv.insert(argv.end(), plan.compiler_args.begin(), plan.compiler_args.end());
   for (const auto& a : step.args) {
     if (a == kArchFlagsToken) argv.insert(argv.end(), plan.arch_flags.begin(), plan.arch_flags.end());
     else argv.push_back(a);
@@ -174,6 +175,7 @@ Plan make_plan(const ModuleSpec& spec, const std::string& memo_dir) {
   plan.arch_known = !tc.arch_list.empty();
   plan.compiler_known = tc.compiler.has_value();
   if (tc.compiler) plan.compiler = *tc.compiler;
+  plan.compiler_args = tc.compiler_args;
   plan.buildable = tc.problem.empty();
   plan.why_not_buildable = tc.problem;
 
@@ -225,7 +227,18 @@ Plan make_plan(const ModuleSpec& spec, const std::string& memo_dir) {
   // The name it is run as: ccache and clang choose their behaviour by it.
   in.push_back({kInputCompilerInvoked, plan.compiler_known ? plan.compiler.invoked : "unknown"});
   in.push_back({kInputCompilerVersion, plan.compiler_known ? plan.compiler.version : "unknown"});
+  if (spec.toolchain == Toolchain::Cuda) {
+    // nvcc compiles host code with another compiler and reads flags from its own environment:
+    // both change the binary. (-ccbin is an argument of the compiler, like its path: the
+    // recorded commands stay comparable between machines.)
+    in.push_back({kInputHostCompiler, tc.host_compiler.empty() ? "unknown" : tc.host_compiler});
+    in.push_back({kInputNvccCcbin, config::nvcc_ccbin()});
+  }
   in.push_back({extra_var, extra_value});
+  if (spec.toolchain == Toolchain::Cuda) {
+    in.push_back({"NVCC_PREPEND_FLAGS", config::nvcc_prepend_flags()});
+    in.push_back({"NVCC_APPEND_FLAGS", config::nvcc_append_flags()});
+  }
   in.push_back({"MATE_EXTRA_LDFLAGS", ldflags_value});
   for (const auto& step : plan.steps) in.push_back({"command " + step.output, recorded_command(step)});
 

@@ -22,6 +22,8 @@ inline constexpr const char* kInputCompilerPath = "compiler_path";
 inline constexpr const char* kInputCompilerInvoked = "compiler_invoked";
 inline constexpr const char* kInputCompilerVersion = "compiler_version";
 inline constexpr const char* kInputTargetArch = "target_arch";
+inline constexpr const char* kInputHostCompiler = "host_compiler";
+inline constexpr const char* kInputNvccCcbin = "NVCC_CCBIN";
 // Placeholder in recorded command lines for the compiler and for the per-arch flags.
 inline constexpr const char* kCompilerToken = "<compiler>";
 inline constexpr const char* kArchFlagsToken = "<arch-flags>";
@@ -53,6 +55,7 @@ struct Plan {
   bool compiler_known = false;         // false: compiler inputs are "unknown" (AOT match only)
   bool arch_known = false;             // false: no arch list, so no key at all
   Compiler compiler;
+  std::vector<std::string> compiler_args;  // after the compiler in every command (nvcc's -ccbin)
   std::vector<RenderedFile> files;     // sources and bundled headers
   std::vector<BuildStep> steps;        // compile steps, then the link step (output module.so)
   std::vector<KeyInput> inputs;

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <system_error>
 
 #include "mate/config.hpp"
@@ -25,7 +27,33 @@ bool is_executable_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
+
+// Lexically absolute: symlinks stay as they are (a ccache link behaves by its name).
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+// The variables nvcc reads from its environment and the key records: an override in this
+// process (tests, embedding applications) must reach nvcc too, or the key would lie.
+void apply_build_overrides(std::vector<std::string>& env) {
+  for (config::Var v : {config::Var::NVCC_PREPEND_FLAGS, config::Var::NVCC_APPEND_FLAGS, config::Var::NVCC_CCBIN}) {
+    if (config::source(v) != config::Source::Override) continue;
+    std::string prefix = std::string(config::info(v).name) + "=";
+    std::erase_if(env, [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+    if (auto value = config::raw(v)) env.push_back(prefix + *value);
+  }
+}
 }  // namespace
+
+std::string program_problem(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return errno == ENOENT || errno == ENOTDIR ? "does not exist" : std::strerror(errno);
+  if (S_ISDIR(st.st_mode)) return "is a directory";
+  if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) return "is not executable";
+  return "";
+}
 
 std::string ProcessResult::describe_status() const {
   if (term_signal != 0) return "killed by signal " + std::to_string(term_signal);
@@ -53,6 +81,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, bool stream_to_s
 
   pid_t pid = -1;
   std::vector<std::string> env = core::unguarded_environment(environ);
+  apply_build_overrides(env);
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -88,7 +117,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, bool stream_to_s
 std::optional<std::string> find_program(const std::string& name) {
   if (name.empty()) return std::nullopt;
   if (name.find('/') != std::string::npos) {
-    if (is_executable_file(name)) return name;
+    if (is_executable_file(name)) return absolute_path(name);
     return std::nullopt;
   }
   std::string path = config::path();
@@ -99,7 +128,7 @@ std::optional<std::string> find_program(const std::string& name) {
     std::string dir = path.substr(start, end - start);
     if (dir.empty()) dir = ".";
     std::string candidate = dir + "/" + name;
-    if (is_executable_file(candidate)) return candidate;
+    if (is_executable_file(candidate)) return absolute_path(candidate);
     start = end + 1;
   }
   return std::nullopt;

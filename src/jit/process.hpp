@@ -17,11 +17,18 @@ struct ProcessResult {
 };
 
 // Runs argv (argv[0] a path). With `stream_to_stderr`, the child's stdout and stderr go to this
-// process's stderr; otherwise they are captured into `output`. Throws std::system_error when
-// the child cannot be started.
+// process's stderr; otherwise they are captured into `output`. The child's NVCC_* variables are
+// the registry's values (an in-process override reaches nvcc as it reaches the key). Throws
+// std::system_error when the child cannot be started.
 ProcessResult run_process(const std::vector<std::string>& argv, bool stream_to_stderr);
 
-// `name` when it contains a '/' and is executable; else the first executable PATH entry/name.
+// An absolute path: `name` when it contains a '/' and is executable, else the first executable
+// PATH entry/name. Never relative: builds run in another directory, and `./x/c++` and `x/c++`
+// must be one compiler (one key). Symlinks are kept (ccache behaves by the name it is run as).
 std::optional<std::string> find_program(const std::string& name);
+
+// Why `path` cannot be run as a program: "does not exist", "is a directory", "is not
+// executable"; "" when it can.
+std::string program_problem(const std::string& path);
 
 }  // namespace mate::jit::detail

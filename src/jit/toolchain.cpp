@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -85,6 +86,53 @@ const char* arch_variable(Toolchain t) {
   return t == Toolchain::Cuda ? "MATE_CUDA_ARCH_LIST" : "MATE_MUSA_ARCH_LIST";
 }
 
+// Why `value` (a compiler variable's value) names no runnable program.
+std::string not_found_reason(const std::string& value) {
+  if (value.find('/') == std::string::npos) return "is not on PATH";
+  std::error_code ec;
+  std::string absolute = std::filesystem::absolute(value, ec).lexically_normal().string();
+  std::string why = program_problem(absolute);
+  return absolute == value ? why : fmt::format("{} (as {})", why, absolute);
+}
+
+std::string identity(const std::string& invoked, const std::string& memo_dir) {
+  std::string resolved = realpath_or_same(invoked);
+  return fmt::format("{} ({})\n{}", invoked, resolved, compiler_version(invoked, resolved, memo_dir));
+}
+
+// The host compiler(s) nvcc will run, as key text, and the arguments that choose it. CXX, when
+// set, is passed as -ccbin (builds honour CXX for host code; -ccbin also beats NVCC_CCBIN).
+// Otherwise nvcc takes NVCC_CCBIN (a program or a directory holding gcc and g++), else gcc and
+// g++ on PATH: a wrapper first on PATH changes the binary, so it changes the key.
+// Returns a problem ("" when none).
+std::string resolve_nvcc_host_compiler(ToolchainResolution& r, const std::string& memo_dir) {
+  std::string cxx = config::cxx();
+  if (!cxx.empty()) {
+    auto found = find_program(cxx);
+    if (!found)
+      return fmt::format("CXX='{}' (nvcc's host compiler, passed as -ccbin) {}", cxx, not_found_reason(cxx));
+    r.compiler_args = {"-ccbin", *found};
+    r.host_compiler = identity(*found, memo_dir);
+    return "";
+  }
+  std::vector<std::string> programs;
+  std::string ccbin = config::nvcc_ccbin();
+  std::error_code ec;
+  if (!ccbin.empty() && std::filesystem::is_directory(ccbin, ec)) {
+    programs = {ccbin + "/gcc", ccbin + "/g++"};
+  } else if (!ccbin.empty()) {
+    programs = {ccbin};
+  } else {
+    programs = {"gcc", "g++"};
+  }
+  for (const auto& p : programs) {
+    auto found = find_program(p);
+    // nvcc reports a host compiler it cannot find; the key only needs to tell the cases apart.
+    r.host_compiler += (r.host_compiler.empty() ? "" : "\n") + (found ? identity(*found, memo_dir) : p + ": not found");
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string host_arch() {
@@ -93,9 +141,33 @@ std::string host_arch() {
   return u.machine;
 }
 
+std::vector<std::string> normalize_arch_list(std::vector<std::string> list) {
+  // "09.0" and "9.0" are one arch; numbers too long to be an arch are kept as written.
+  auto parts = [](const std::string& a) {
+    std::size_t dot = a.find('.');
+    auto number = [](const std::string& d) {
+      bool digits = !d.empty() && d.size() <= 6 &&
+                    std::all_of(d.begin(), d.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+      return digits ? std::stol(d) : -1L;
+    };
+    return dot == std::string::npos ? std::pair{-1L, -1L}
+                                    : std::pair{number(a.substr(0, dot)), number(a.substr(dot + 1))};
+  };
+  for (auto& a : list) {
+    auto [major, minor] = parts(a);
+    if (major >= 0 && minor >= 0) a = fmt::format("{}.{}", major, minor);
+  }
+  std::sort(list.begin(), list.end(), [&](const std::string& a, const std::string& b) {
+    auto pa = parts(a), pb = parts(b);
+    return pa != pb ? pa < pb : a < b;
+  });
+  list.erase(std::unique(list.begin(), list.end()), list.end());
+  return list;
+}
+
 std::optional<std::vector<std::string>> device_arch_list(Toolchain t, std::string* why) {
   std::vector<std::string> list = t == Toolchain::Cuda ? config::cuda_arch_list() : config::musa_arch_list();
-  if (!list.empty()) return list;
+  if (!list.empty()) return normalize_arch_list(std::move(list));
   DeviceArchDetector detector;
   {
     std::lock_guard<std::mutex> lock(detector_mutex());
@@ -114,9 +186,7 @@ std::optional<std::vector<std::string>> device_arch_list(Toolchain t, std::strin
                            arch_variable(t), arch_variable(t), t == Toolchain::Cuda ? "9.0" : "3.1");
       return std::nullopt;
     }
-    std::sort(list.begin(), list.end());
-    list.erase(std::unique(list.begin(), list.end()), list.end());
-    return list;
+    return normalize_arch_list(std::move(list));
   }
   list = detector();
   if (list.empty()) {
@@ -125,7 +195,7 @@ std::optional<std::vector<std::string>> device_arch_list(Toolchain t, std::strin
                          arch_variable(t), kind, arch_variable(t));
     return std::nullopt;
   }
-  return list;
+  return normalize_arch_list(std::move(list));
 }
 
 std::string compiler_version(const std::string& invoked, const std::string& resolved,
@@ -227,9 +297,8 @@ ToolchainResolution resolve_toolchain(Toolchain t, const std::string& memo_dir) 
     found = detail::find_program(choice.fallback);
   if (!found) {
     std::string tool = t == Toolchain::Host ? "C++ compiler" : t == Toolchain::Cuda ? "nvcc" : "mcc";
-    std::string p = fmt::format("{} not found: '{}'{} (set {})", tool, choice.value,
-                                choice.value.find('/') == std::string::npos ? " is not on PATH" : " is not executable",
-                                choice.variable);
+    std::string p = fmt::format("{} not found: {}='{}' {} (set {} to a compiler program)", tool, choice.variable,
+                                choice.value, not_found_reason(choice.value), choice.variable);
     if (choice.fallback != nullptr && choice.value.find('/') == std::string::npos)
       p = fmt::format("{} not found: not on PATH nor at {} (set {})", tool, choice.fallback, choice.variable);
     r.problem = r.problem.empty() ? p : r.problem + "; " + p;
@@ -240,6 +309,10 @@ ToolchainResolution resolve_toolchain(Toolchain t, const std::string& memo_dir) 
   c.resolved = realpath_or_same(*found);
   c.version = compiler_version(c.invoked, c.resolved, memo_dir);
   r.compiler = std::move(c);
+  if (t == Toolchain::Cuda) {
+    if (std::string p = resolve_nvcc_host_compiler(r, memo_dir); !p.empty())
+      r.problem = r.problem.empty() ? p : r.problem + "; " + p;
+  }
   return r;
 }
 

@@ -14,12 +14,15 @@ struct ToolchainResolution {
   std::string arch_dir;                 // cache path component
   std::vector<std::string> arch_flags;  // compiler flags selecting the archs
   std::optional<Compiler> compiler;     // nullopt when not found
+  std::vector<std::string> compiler_args;  // right after the compiler: nvcc's -ccbin CXX
+  std::string host_compiler;            // CUDA: identity of nvcc's host compiler(s); else ""
   std::string problem;                  // why modules of this toolchain cannot be built here
 };
 
 // Resolves the compiler (CXX / MATE_NVCC / MATE_MCC, then PATH, then the vendor default) and
-// the arch list (host arch; MATE_*_ARCH_LIST; the registered device detector). Never throws
-// for a missing compiler or arch: `problem` says what is missing and how to fix it.
+// the arch list (host arch; MATE_*_ARCH_LIST; the registered device detector), and for CUDA
+// nvcc's host compiler. Never throws for a missing compiler or arch: `problem` says what is
+// missing and how to fix it.
 ToolchainResolution resolve_toolchain(Toolchain toolchain, const std::string& memo_dir);
 
 // The compiler's `--version` output, remembered in `memo_dir` (when not "") under a name
@@ -29,7 +32,10 @@ ToolchainResolution resolve_toolchain(Toolchain toolchain, const std::string& me
 std::string compiler_version(const std::string& invoked, const std::string& resolved,
                              const std::string& memo_dir);
 
-// The arch list in effect for a device toolchain, or nullopt with `why` filled in.
+// The arch list in effect for a device toolchain, or nullopt with `why` filled in. Sorted by
+// version and without duplicates whatever its source: "9.0 8.0 9.0" and "8.0 9.0" are one list
+// (one cache directory, one key, one -gencode each).
 std::optional<std::vector<std::string>> device_arch_list(Toolchain toolchain, std::string* why);
+std::vector<std::string> normalize_arch_list(std::vector<std::string> list);
 
 }  // namespace mate::jit::detail

@@ -5,9 +5,12 @@
 #include <utime.h>
 
 #include <chrono>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,6 +22,24 @@
 #include "mate/jit/admin.hpp"
 #include "mate/jit/catalog.hpp"
 #include "mate/jit/module.hpp"
+
+// dlopen, interposed for the whole test program (mate::jit is linked statically, so the loader
+// calls this one): a test can run code right before the loader's dlopen of a path, to make a
+// race deterministic. Without a hook it is the real dlopen.
+namespace {
+std::function<void(const std::string&)> before_dlopen;
+}  // namespace
+
+extern "C" void* dlopen(const char* file, int mode) noexcept {
+  using Fn = void* (*)(const char*, int);
+  static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "dlopen"));
+  if (before_dlopen && file != nullptr) {
+    auto hook = std::move(before_dlopen);  // once
+    before_dlopen = nullptr;
+    hook(file);
+  }
+  return real(file, mode);
+}
 
 namespace {
 
@@ -326,6 +347,160 @@ TEST_F(JitLoad, CudaModuleBuildsWithNvccForArch90) {
   EXPECT_NE(m.symbol("mate_sample_scale"), nullptr);
   EXPECT_LT(seconds, 60.0);
   std::printf("nvcc build of mate_sample_scale_cuda for 9.0: %.2f s\n", seconds);
+}
+
+// An AOT module is built by the packager's compiler: another compiler here (another version)
+// must not hide it, with or without MATE_DISABLE_JIT.
+TEST_F(JitLoad, AotModuleIsUsedWhateverCompilerIsInstalledHere) {
+  TempDir aot;
+  auto spec = sample_axpy_spec("float", 56);
+  ASSERT_TRUE(build_aot({spec}, aot.path).at(0).built);
+  add_aot_directory(aot.path);
+  std::string other = workspace.path + "/other-c++";
+  {
+    std::ofstream out(other);
+    out << "#!/bin/sh\ncase \" $* \" in *' --version '*) echo 'other compiler 99.1'; exit 0;; esac\n"
+        << "exec /usr/bin/c++ \"$@\"\n";
+  }
+  ASSERT_EQ(chmod(other.c_str(), 0755), 0);
+  ScopedOverride cxx(Var::CXX, other);
+  EXPECT_EQ(module_status(spec).state, ModuleState::Aot) << module_status(spec).detail;
+  ScopedOverride off(Var::MATE_DISABLE_JIT, "1");
+  Module m = load_module(spec);
+  EXPECT_EQ(m.origin(), Origin::Aot);
+  EXPECT_EQ(module_status(spec).state, ModuleState::Aot);
+}
+
+// Copies a module built into an AOT directory into the JIT cache, as if it had been built there
+// (a load would keep it in this process's memory and never look at the disk again).
+std::string seed_cache_entry(const ModuleSpec& spec, const std::string& cache_root) {
+  TempDir out;
+  auto built = build_aot({spec}, out.path);
+  std::filesystem::path lib(built.at(0).path);
+  auto plan = detail::make_plan(spec, "");
+  std::string entry = cache_root + "/" + plan.arch + "/cached_ops/" + spec.name + "/" + plan.key;
+  std::filesystem::create_directories(std::filesystem::path(entry).parent_path());
+  std::filesystem::copy(lib.parent_path(), entry, std::filesystem::copy_options::recursive);
+  return entry;
+}
+
+TEST_F(JitLoad, WarmHitWhoseEntryIsClearedBeforeTheDlopenBuildsAgain) {
+  auto spec = sample_axpy_spec("float", 72);
+  std::string entry = seed_cache_entry(spec, cache_root());
+  ASSERT_EQ(module_status(spec).state, ModuleState::JitCached);
+  // `mate clear-cache` between the loader's check of the entry and its dlopen.
+  before_dlopen = [&](const std::string& path) {
+    if (path.rfind(entry, 0) == 0) clear_cache(false);
+  };
+  Module m = load_module(spec);
+  before_dlopen = nullptr;
+  EXPECT_EQ(m.origin(), Origin::JitBuilt);
+  EXPECT_EQ(m.path(), entry + "/module.so");
+  EXPECT_TRUE(exists(m.path()));
+}
+
+TEST_F(JitLoad, StatusShowsWhatTheLoaderDoesWithJitDisabled) {
+  auto spec = sample_axpy_spec("float", 80);
+  seed_cache_entry(spec, cache_root());
+  ASSERT_EQ(module_status(spec).state, ModuleState::JitCached);
+  ScopedOverride off(Var::MATE_DISABLE_JIT, "1");
+  ModuleStatus s = module_status(spec);
+  EXPECT_EQ(s.state, ModuleState::Missing) << "the loader does not use the JIT cache then";
+  EXPECT_THAT(s.detail, HasSubstr("MATE_DISABLE_JIT=1 and no matching AOT module"));
+  EXPECT_THROW(load_module(spec), ModuleError);
+}
+
+TEST_F(JitLoad, StatusJudgesADamagedEntryAsTheLoaderDoes) {
+  auto spec = sample_axpy_spec("float", 88);
+  std::string lib = seed_cache_entry(spec, cache_root()) + "/module.so";
+  auto size = std::filesystem::file_size(lib);
+  std::filesystem::resize_file(lib, size / 2);  // still starts with the ELF magic
+  ModuleStatus s = module_status(spec);
+  EXPECT_EQ(s.state, ModuleState::Stale);
+  EXPECT_THAT(s.detail, HasSubstr("module.so has " + std::to_string(size / 2) + " bytes but manifest.json recorded"));
+  { std::ofstream(lib, std::ios::trunc) << "not an ELF file"; }
+  EXPECT_THAT(module_status(spec).detail, HasSubstr("module.so is not an ELF shared library"));
+}
+
+// A damaged AOT module, or one that cannot be loaded, gives way to a good one in a later root.
+TEST_F(JitLoad, UnusableAotModuleGivesWayToALaterRoot) {
+  auto empty_spec = sample_axpy_spec("float", 104);
+  auto garbage_spec = sample_axpy_spec("double", 104);
+  TempDir first, second;
+  auto a = build_aot({empty_spec, garbage_spec}, first.path);
+  ASSERT_TRUE(build_aot({empty_spec, garbage_spec}, second.path).at(1).built);
+  // The first module's library emptied; the second's replaced by a sound-looking but unloadable
+  // one of the size its manifest records.
+  { std::ofstream(a.at(0).path, std::ios::trunc); }
+  std::string garbage(4096, '\0');
+  garbage.replace(0, 4, "\x7f" "ELF");
+  { std::ofstream(a.at(1).path, std::ios::trunc | std::ios::binary) << garbage; }
+  std::string manifest_path = std::filesystem::path(a.at(1).path).parent_path().string() + "/manifest.json";
+  auto manifest = nlohmann::json::parse(mate::jit::testing::read_file(manifest_path));
+  manifest["size"] = garbage.size();
+  { std::ofstream(manifest_path, std::ios::trunc) << manifest.dump(); }
+  add_aot_directory(first.path);
+  add_aot_directory(second.path);
+
+  ModuleStatus s = module_status(empty_spec);
+  EXPECT_EQ(s.state, ModuleState::Aot);
+  EXPECT_THAT(s.path, StartsWith(second.path + "/"));
+  Module m = load_module(empty_spec);
+  EXPECT_EQ(m.origin(), Origin::Aot);
+  EXPECT_THAT(m.path(), StartsWith(second.path + "/"));
+  Module g = load_module(garbage_spec);
+  EXPECT_EQ(g.origin(), Origin::Aot);
+  EXPECT_THAT(g.path(), StartsWith(second.path + "/"));
+  EXPECT_FALSE(exists(cache_root() + "/" + detail::host_arch())) << "nothing was built";
+}
+
+// An invalid MAX_JOBS or MATE_JIT_VERBOSE is refused before a build directory exists.
+TEST_F(JitLoad, InvalidBuildVariablesLeaveNoBuildDirectory) {
+  auto spec = sample_axpy_spec("float", 112);
+  for (auto [var, value] : {std::pair{Var::MAX_JOBS, "0"}, std::pair{Var::MATE_JIT_VERBOSE, "maybe"}}) {
+    ScopedOverride bad(var, value);
+    EXPECT_THROW(load_module(spec), mate::config::ConfigError);
+  }
+  std::string module_dir = cache_root() + "/" + detail::host_arch() + "/cached_ops/" + spec.name;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(module_dir, ec))
+    EXPECT_EQ(e.path().filename().string().rfind(".staging-", 0), std::string::npos) << e.path();
+}
+
+// CXX is nvcc's host compiler (-ccbin): nvcc runs it.
+TEST_F(JitLoad, CudaBuildCompilesHostCodeWithCxx) {
+  ScopedOverride list(Var::MATE_CUDA_ARCH_LIST, "9.0");
+  std::string cxx = mate::jit::testing::write_compiler_wrapper(workspace.path);
+  ScopedOverride o(Var::CXX, cxx);
+  auto plan = detail::make_plan(sample_cuda_scale_spec(), "");
+  if (!plan.buildable) GTEST_SKIP() << "nvcc not available: " << plan.why_not_buildable;
+  try {
+    load_module(sample_cuda_scale_spec());
+  } catch (const ModuleError& e) {
+    if (e.kind() != ModuleError::Kind::LoadFailed) throw;  // no GPU driver: the build is what counts
+  }
+  std::string log = mate::jit::testing::read_file(workspace.path + "/cxx.log");
+  EXPECT_GE(mate::jit::testing::count_lines_with(log, "scale"), 1) << "nvcc ran CXX on the module's host code:\n"
+                                                                     << log;
+}
+
+// The arch list is part of the cache directory: an entry built for another list is stale, and
+// says so, rather than the module looking never built.
+TEST_F(JitLoad, EntryBuiltForAnotherArchListIsStaleNamingTargetArch) {
+  std::optional<ScopedOverride> list;
+  list.emplace(Var::MATE_CUDA_ARCH_LIST, "9.0");
+  auto plan = detail::make_plan(sample_cuda_scale_spec(), "");
+  if (!plan.buildable) GTEST_SKIP() << "nvcc not available: " << plan.why_not_buildable;
+  try {
+    load_module(sample_cuda_scale_spec());
+  } catch (const ModuleError& e) {
+    if (e.kind() != ModuleError::Kind::LoadFailed) throw;
+  }
+  ASSERT_EQ(module_status(sample_cuda_scale_spec()).state, ModuleState::JitCached);
+  list.emplace(Var::MATE_CUDA_ARCH_LIST, "8.0 9.0");
+  ModuleStatus s = module_status(sample_cuda_scale_spec());
+  EXPECT_EQ(s.state, ModuleState::Stale);
+  EXPECT_THAT(s.detail, HasSubstr("target_arch differs (cached: 9.0; now: 8.0 9.0)"));
 }
 
 }  // namespace

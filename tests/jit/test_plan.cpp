@@ -108,11 +108,105 @@ TEST(JitPlan, TwoNamesOfOneCompilerExecutableAreAskedSeparatelyAndKeyedApart) {
   std::string calls = mate::jit::testing::read_file(dir.path + "/calls.log");
   EXPECT_EQ(mate::jit::testing::count_lines_with(calls, "--version"), 3) << "each name asked once:\n" << calls;
 
-  // Like compiler_path, the invoked name is where the toolchain lives, not what it produces: an
-  // AOT module built through one name matches a run through another with the same answers.
+  // An AOT module is built by the packager's compiler: which compiler is installed here (its
+  // path, name or version) does not decide whether the module matches.
   detail::Manifest built = detail::manifest_for(gxx_elsewhere);
   EXPECT_EQ(detail::aot_mismatch(gxx, built), "");
-  EXPECT_NE(detail::aot_mismatch(clang, built), "") << "a different --version answer does not match";
+  EXPECT_EQ(detail::aot_mismatch(clang, built), "") << "another compiler here still uses the AOT module";
+}
+
+// A g++ wrapper first on PATH, an NVCC_CCBIN or a CXX all change what nvcc compiles host code
+// with; NVCC_APPEND_FLAGS and NVCC_PREPEND_FLAGS change nvcc's command line. All change the key.
+TEST(JitPlan, CudaKeyHasNvccsHostCompilerAndNvccsOwnVariables) {
+  ScopedOverride list(Var::MATE_CUDA_ARCH_LIST, "9.0");
+  ScopedOverride no_cxx(Var::CXX, std::nullopt);
+  ScopedOverride no_ccbin(Var::NVCC_CCBIN, std::nullopt);
+  auto base = make_plan(sample_cuda_scale_spec(), "");
+  if (!base.compiler_known) GTEST_SKIP() << "nvcc not available: " << base.why_not_buildable;
+  ASSERT_NE(input(base, "host_compiler"), nullptr);
+  EXPECT_THAT(input(base, "host_compiler")->value, HasSubstr("/g++ ("));
+  EXPECT_TRUE(base.compiler_args.empty()) << "without CXX nvcc chooses its host compiler itself";
+  const std::string k = base.key;
+  const std::string host_key = key_of(sample_axpy_spec("float", 64));
+  {
+    ScopedOverride o(Var::NVCC_APPEND_FLAGS, "-DFOO=42");
+    EXPECT_NE(key_of(sample_cuda_scale_spec()), k) << "NVCC_APPEND_FLAGS";
+    EXPECT_EQ(key_of(sample_axpy_spec("float", 64)), host_key) << "nvcc's variables are not a host module's";
+  }
+  {
+    ScopedOverride o(Var::NVCC_PREPEND_FLAGS, "-DFOO=42");
+    EXPECT_NE(key_of(sample_cuda_scale_spec()), k) << "NVCC_PREPEND_FLAGS";
+  }
+  {
+    ScopedOverride o(Var::NVCC_CCBIN, "/usr/bin/c++");
+    EXPECT_NE(key_of(sample_cuda_scale_spec()), k) << "NVCC_CCBIN";
+  }
+  mate::jit::testing::TempDir dir;
+  {
+    std::ofstream out(dir.path + "/g++");
+    out << "#!/bin/sh\nexec /usr/bin/g++ \"$@\"\n";
+  }
+  ASSERT_EQ(chmod((dir.path + "/g++").c_str(), 0755), 0);
+  {
+    ScopedOverride path(Var::PATH, dir.path + ":" + mate::config::path());
+    auto wrapped = make_plan(sample_cuda_scale_spec(), "");
+    EXPECT_NE(wrapped.key, k) << "a g++ wrapper first on PATH";
+    EXPECT_THAT(input(wrapped, "host_compiler")->value, HasSubstr(dir.path + "/g++ ("));
+  }
+  {
+    ScopedOverride cxx(Var::CXX, dir.path + "/g++");
+    auto with_cxx = make_plan(sample_cuda_scale_spec(), "");
+    EXPECT_NE(with_cxx.key, k) << "CXX";
+    EXPECT_EQ(with_cxx.compiler_args, (std::vector<std::string>{"-ccbin", dir.path + "/g++"}));
+    auto argv = detail::expanded_argv(with_cxx, with_cxx.steps.front());
+    ASSERT_GE(argv.size(), 3u);
+    EXPECT_EQ(argv[1], "-ccbin");
+    EXPECT_EQ(argv[2], dir.path + "/g++");
+    EXPECT_EQ(input(with_cxx, "command module.so")->value, input(base, "command module.so")->value)
+        << "-ccbin is the compiler's, not in the recorded commands (AOT modules stay comparable)";
+  }
+  EXPECT_EQ(key_of(sample_cuda_scale_spec()), k);
+}
+
+// A relative compiler path is made absolute once: the build runs in another directory, and
+// `./x/c++` and `x/c++` are one compiler.
+TEST(JitPlan, RelativeCompilerPathIsMadeAbsoluteAndKeyedAsOne) {
+  mate::jit::testing::TempDir dir;
+  std::filesystem::create_directory(dir.path + "/x");
+  {
+    std::ofstream out(dir.path + "/x/c++");
+    out << "#!/bin/sh\nexec /usr/bin/c++ \"$@\"\n";
+  }
+  ASSERT_EQ(chmod((dir.path + "/x/c++").c_str(), 0755), 0);
+  auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path);
+  std::string k1, k2, invoked;
+  {
+    ScopedOverride o(Var::CXX, "x/c++");
+    auto plan = make_plan(sample_axpy_spec("float", 64), "");
+    k1 = plan.key;
+    invoked = plan.compiler.invoked;
+  }
+  {
+    ScopedOverride o(Var::CXX, "./x/c++");
+    k2 = make_plan(sample_axpy_spec("float", 64), "").key;
+  }
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(invoked, dir.path + "/x/c++");
+  EXPECT_EQ(k1, k2);
+}
+
+TEST(JitPlan, CompilerThatIsNotThereSaysSoAndWhatWasFound) {
+  mate::jit::testing::TempDir dir;
+  { std::ofstream(dir.path + "/plain") << "not a program"; }
+  ScopedOverride list(Var::MATE_CUDA_ARCH_LIST, "9.0");
+  auto problem = [](const std::string& nvcc) {
+    ScopedOverride o(Var::MATE_NVCC, nvcc);
+    return make_plan(sample_cuda_scale_spec(), "").why_not_buildable;
+  };
+  EXPECT_THAT(problem("/nope"), HasSubstr("nvcc not found: MATE_NVCC='/nope' does not exist"));
+  EXPECT_THAT(problem(dir.path + "/plain"), HasSubstr("MATE_NVCC='" + dir.path + "/plain' is not executable"));
+  EXPECT_THAT(problem(dir.path), HasSubstr("MATE_NVCC='" + dir.path + "' is a directory"));
 }
 
 TEST(JitPlan, RecordedCommandsUseRelativePathsAndACompilerPlaceholder) {
@@ -185,6 +279,31 @@ TEST(JitArch, DetectorHookSuppliesArchsWhenNoListIsSet) {
   auto none = make_plan(sample_cuda_scale_spec(), "");
   EXPECT_FALSE(none.buildable);
   EXPECT_THAT(none.why_not_buildable, HasSubstr("no CUDA device is visible"));
+  set_device_arch_detector(mate::device::Kind::Cuda, nullptr);
+}
+
+std::vector<std::string> detect_unsorted() { return {"9.0", "8.0", "9.0"}; }
+
+// Arch lists from the variable are sorted by version and de-duplicated, as detected ones are:
+// one list, one cache directory, one key, one -gencode per arch.
+TEST(JitArch, ArchListsAreSortedAndDeduplicatedWhateverTheirSource) {
+  auto plan_for = [](const char* list) {
+    ScopedOverride o(Var::MATE_CUDA_ARCH_LIST, list);
+    return make_plan(sample_cuda_scale_spec(), "");
+  };
+  auto twice = plan_for("9.0 9.0");
+  EXPECT_EQ(twice.arch_list, std::vector<std::string>{"9.0"});
+  EXPECT_EQ(twice.arch, "cuda_9.0");
+  EXPECT_EQ(std::count(twice.arch_flags.begin(), twice.arch_flags.end(), "-gencode"), 1);
+  EXPECT_EQ(twice.key, plan_for("9.0").key);
+  auto reversed = plan_for("9.0 8.0");
+  EXPECT_EQ(reversed.arch, "cuda_8.0_9.0");
+  EXPECT_EQ(reversed.key, plan_for("8.0 9.0").key);
+  EXPECT_EQ(plan_for("10.0 9.0").arch_list, (std::vector<std::string>{"9.0", "10.0"})) << "by version, not text";
+  EXPECT_EQ(plan_for("09.0").arch, "cuda_9.0");
+  ScopedOverride unset(Var::MATE_CUDA_ARCH_LIST, std::nullopt);
+  set_device_arch_detector(mate::device::Kind::Cuda, detect_unsorted);
+  EXPECT_EQ(make_plan(sample_cuda_scale_spec(), "").arch, "cuda_8.0_9.0");
   set_device_arch_detector(mate::device::Kind::Cuda, nullptr);
 }
 

@@ -1,6 +1,8 @@
 // The module cache with real processes: concurrent builders, a builder killed with SIGKILL
 // midway, corrupt published entries, warm hits without subprocesses, and the mate commands.
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -166,9 +168,40 @@ TEST_F(JitProcesses, ClearCacheDuringTheOnlyBuildTheBuilderBuildsAgain) {
   a.join();
   ASSERT_EQ(slow.exit_code, 0) << slow.out << slow.err;
   EXPECT_EQ(field(slow.out, "origin"), "jit-built");
+  EXPECT_THAT(slow.err, Not(HasSubstr("FAILED"))) << "the build was not at fault";
+  EXPECT_THAT(slow.err, HasSubstr("abandoned after "));
+  EXPECT_THAT(slow.err, HasSubstr("its build directory was removed (the cache was cleared)"));
   EXPECT_EQ(compiles(), 2) << "built again in the fresh cache";
   EXPECT_TRUE(fs::exists(field(slow.out, "path")));
   EXPECT_EQ(field(probe().out, "origin"), "jit-cache");
+}
+
+// A clear-cache killed while deleting leaves its renamed-away directory; the next one removes
+// it, but never one whose clear-cache is still alive (and deleting it).
+TEST_F(JitProcesses, ClearCacheRemovesWhatAKilledClearCacheLeftButNotWhatALiveOneIsDeleting) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  auto make_trash = [&](const std::string& parent, pid_t pid) {
+    std::string trash = parent + "/.mate-trash-" + host + "-" + std::to_string(pid) + "-0";
+    fs::create_directories(trash + "/x86_64/cached_ops/m");
+    std::ofstream(trash + "/x86_64/cached_ops/m/module.so") << "0123456789";
+    return trash;
+  };
+  std::string dead_version = make_trash(workspace + "/.cache/mate", dead);
+  std::string dead_all = make_trash(workspace + "/.cache", dead);
+  std::string alive = make_trash(workspace + "/.cache/mate", getpid());
+  RunResult clear = run({MATE_BINARY, "clear-cache"}, with_env(env()));
+  ASSERT_EQ(clear.exit_code, 0) << clear.err;
+  EXPECT_THAT(clear.out, HasSubstr("removed " + dead_version + ", left by an interrupted clear-cache"));
+  EXPECT_THAT(clear.out, HasSubstr("removed " + dead_all + ", left by an interrupted clear-cache"));
+  EXPECT_THAT(clear.out, Not(HasSubstr("nothing to remove"))) << clear.out;
+  EXPECT_FALSE(fs::exists(dead_version));
+  EXPECT_FALSE(fs::exists(dead_all));
+  EXPECT_TRUE(fs::exists(alive + "/x86_64/cached_ops/m/module.so")) << "its owner is alive";
 }
 
 TEST_F(JitProcesses, CorruptLibraryIsSetAsideAndRebuilt) {

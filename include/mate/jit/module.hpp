@@ -15,10 +15,12 @@
 //  * A module's key is a content hash of everything that can change the binary: MATE's version
 //    and bundled headers (include/mate/jit/module_abi.h), the rendered sources, the exact
 //    command lines (paths relative to the build directory, compiler as a placeholder), the
-//    target arch, the compiler (resolved path, path invoked and `--version` output) and the
-//    MATE_EXTRA_* flags. Never file modification times.
-//  * load_module() prefers a matching AOT module (same inputs except the compiler's resolved
-//    and invoked paths, every requested arch in the AOT arch list), then the JIT cache under
+//    target arch, the compiler (resolved path, path invoked and `--version` output; for CUDA
+//    also nvcc's host compiler), the MATE_EXTRA_* flags and nvcc's NVCC_*_FLAGS. Never file
+//    modification times.
+//  * load_module() prefers a matching AOT module (same inputs except the compiler's identity:
+//    AOT modules are built by the packager's compiler; every requested arch in the AOT arch
+//    list; a sound, loadable library, else the next match), then the JIT cache under
 //    MATE_WORKSPACE_BASE/.cache/mate/<version>/<arch>/cached_ops/<name>/<key>/, then builds.
 //    A warm hit starts no subprocess. Concurrent builders of one module serialise on a flock;
 //    published cache entries are immutable directories, published by rename.
