@@ -3,11 +3,16 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.hpp"
+#include "mate/config.hpp"
+#include "mate/log/api.hpp"
 #include "mate/dump/tensor_file.hpp"
 #include "mate/replay/guard_allocator.hpp"
 #include "mate/replay/replay.hpp"
@@ -29,6 +34,34 @@ nlohmann::json exact_value(const std::string& text, double approximate) {
     if (ec == std::errc() && end == text.data() + text.size()) return v;
   }
   return approximate;
+}
+
+// --rtol and --atol. CLI11's NonNegativeNumber accepts nan (every element would then fail) and
+// words its range with DBL_MAX written out in 300 digits.
+CLI::Validator tolerance_value() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::string accepted = "; accepted: a finite number >= 0";
+        const char* begin = text.data() + (text.starts_with('+') ? 1 : 0);
+        double v = 0;
+        auto [end, ec] = std::from_chars(begin, text.data() + text.size(), v);
+        if (text.empty() || end != text.data() + text.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+          return "'" + text + "' is not a number" + accepted;
+        if (ec == std::errc::result_out_of_range || !std::isfinite(v)) return "'" + text + "' is not finite" + accepted;
+        if (v < 0) return "'" + text + "' is negative" + accepted;
+        return "";
+      },
+      "NUMBER >= 0");
+}
+
+// True when API log records would go to this process's stdout.
+bool log_goes_to_stdout() {
+  try {
+    const std::string dest = config::logdest();
+    return dest.empty() || dest == "stdout" || dest == "/dev/stdout" || dest == "/proc/self/fd/1" || dest == "/dev/fd/1";
+  } catch (const config::ConfigError&) {
+    return false;  // the log disables itself with a message
+  }
 }
 
 nlohmann::json to_json(const replay::CallResult& r) {
@@ -65,8 +98,8 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--lib", f->libs, "Shared library that registers the replayable functions (MATE_REPLAYABLE); repeatable");
   cmd->add_option("--filter", f->filter, "Only calls whose function name matches this fnmatch pattern");
   cmd->add_option("--rtol", f->rtol, "Relative tolerance (default per dtype, see docs/dumps-and-replay.md)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--atol", f->atol, "Absolute tolerance (default per dtype)")->check(CLI::NonNegativeNumber);
+      ->check(tolerance_value());
+  cmd->add_option("--atol", f->atol, "Absolute tolerance (default per dtype)")->check(tolerance_value());
   cmd->add_flag("--exact", f->exact, "Compare outputs bit for bit");
   cmd->add_flag("--json", f->json, "Print the results as JSON");
   cmd->add_flag("--guard-alloc", f->guard_alloc, "Allocate the rebuilt tensors with the guarded allocator");
@@ -107,29 +140,55 @@ void add_replay_command(CLI::App& app, int& exit_code) {
     if (f->atol >= 0) options.atol = f->atol;
     options.exact = f->exact;
     options.allocator = guarded.get();
-    std::vector<replay::CallResult> results;
+    // The replayed calls log as MATE_LOGLEVEL says (capped at 5 by replay: no dumps of the
+    // replayed calls), but never onto stdout, which carries the results (and the JSON).
+    std::optional<config::ScopedOverride> log_to_stderr;
+    if (log::level() > 0 && log_goes_to_stdout()) {
+      log_to_stderr.emplace(config::Var::MATE_LOGDEST, "stderr");
+      log::reconfigure();
+    }
+    // Each call is reported as it finishes, and named before it runs: when a replayed call
+    // crashes the process, the results so far and the call that crashed are on screen.
+    replay::Progress progress;
+    std::size_t passed = 0, count = 0;
+    nlohmann::json calls = nlohmann::json::array();
+    if (f->json) {
+      // The JSON is printed whole at the end; stderr names the running call meanwhile.
+      progress.starting = [](const std::string& dir, const std::string& function) {
+        fmt::print(stderr, "mate replay: replaying {}\n", replay::format_name(dir, function));
+        std::fflush(stderr);
+      };
+    } else {
+      progress.starting = [](const std::string& dir, const std::string& function) {
+        fmt::print("{}  ", replay::format_name(dir, function));
+        std::fflush(stdout);
+      };
+    }
+    progress.finished = [&](const replay::CallResult& r) {
+      ++count;
+      if (r.outcome == replay::Outcome::Passed) ++passed;
+      if (f->json) {
+        calls.push_back(to_json(r));
+      } else {
+        fmt::print("{}\n", replay::format_outcome(r));
+        std::fflush(stdout);
+      }
+    };
     try {
-      results = replay::replay_all(f->dir, options);
+      replay::replay_each(f->dir, options, progress);
     } catch (const dump::DumpError& e) {
       fmt::print(stderr, "mate replay: --dir: {}\n", e.what());
       exit_code = kExitUsage;
       return;
     }
-    std::size_t passed = 0;
-    nlohmann::json calls = nlohmann::json::array();
-    for (const replay::CallResult& r : results) {
-      if (r.outcome == replay::Outcome::Passed) ++passed;
-      if (f->json) calls.push_back(to_json(r));
-      else fmt::print("{}\n", replay::format_line(r));
-    }
-    const std::size_t failed = results.size() - passed;
+    const std::size_t failed = count - passed;
     if (f->json) {
       fmt::print("{}\n", nlohmann::json({{"calls", calls}, {"passed", passed}, {"failed", failed}}).dump(2));
     } else {
-      if (results.empty()) fmt::print("no calls to replay in {}{}\n", f->dir, f->filter.empty() ? "" : " matching --filter " + f->filter);
+      if (count == 0) fmt::print("no calls to replay in {}{}\n", f->dir, f->filter.empty() ? "" : " matching --filter " + f->filter);
       fmt::print("{} passed, {} failed\n", passed, failed);
     }
-    exit_code = passed == results.size() && !results.empty() ? kExitOk : kExitFailed;
+    exit_code = passed == count && count != 0 ? kExitOk : kExitFailed;
   });
 }
 

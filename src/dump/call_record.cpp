@@ -144,7 +144,13 @@ CallRecord read_call(const std::string& dir) {
 
 TensorRecord load_tensor(const CallRecord& call, const RecordedArg& arg) {
   if (arg.kind != "tensor") throw DumpError("argument " + arg.name + " is not a tensor");
-  if (!arg.error.empty()) throw DumpError("tensor " + arg.name + " was not saved: " + arg.error);
+  if (!arg.error.empty()) {
+    // The writer records most reasons as "not saved: <why>": say it once.
+    constexpr std::string_view kPrefix = "not saved: ";
+    const std::string_view why = std::string_view(arg.error).starts_with(kPrefix) ? std::string_view(arg.error).substr(kPrefix.size())
+                                                                                  : std::string_view(arg.error);
+    throw DumpError("tensor " + arg.name + " was not saved: " + std::string(why));
+  }
   const std::string path = (fs::path(call.dir) / arg.file).string();
   if (call.tensor_format == "safetensors") return read_safetensors(path, arg.key);
   return read_mtensor(path);

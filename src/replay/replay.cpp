@@ -14,6 +14,8 @@
 #include "mate/dump/call_record.hpp"
 #include "mate/replay/registry.hpp"
 #include "mate/tensor/stats.hpp"
+#include "no_dumps.hpp"
+#include "rebuild.hpp"
 
 namespace mate::replay {
 
@@ -24,13 +26,6 @@ using dump::RecordedArg;
 using dump::TensorRecord;
 using tensor::ScalarType;
 
-device::Backend* backend_for(DLDevice d) {
-  const tensor::Memory m = tensor::memory_of(d);
-  if (m == tensor::Memory::Host) return &device::host_backend();
-  if (m == tensor::Memory::Other) return nullptr;
-  return tensor::device_backend(tensor::device_kind(m));
-}
-
 class DefaultAllocator final : public TensorAllocator {
  public:
   std::uintptr_t allocate(DLDevice device, std::size_t bytes) override {
@@ -40,7 +35,7 @@ class DefaultAllocator final : public TensorAllocator {
       if (p == nullptr) throw std::runtime_error("out of host memory for " + std::to_string(bytes) + " bytes");
       return reinterpret_cast<std::uintptr_t>(p);
     }
-    device::Backend* b = backend_for(device);
+    device::Backend* b = detail::backend_for(device);
     if (b == nullptr) throw std::runtime_error("no device backend allocates " + tensor::device_name(device) + " memory");
     const std::size_t g = b->granularity();
     const std::size_t size = (bytes + g - 1) / g * g;
@@ -60,7 +55,7 @@ class DefaultAllocator final : public TensorAllocator {
       std::free(reinterpret_cast<void*>(address));
       return;
     }
-    if (device::Backend* b = backend_for(device)) {
+    if (device::Backend* b = detail::backend_for(device)) {
       const std::size_t g = b->granularity();
       const std::size_t size = (bytes + g - 1) / g * g;
       b->unmap(address, size);
@@ -68,38 +63,6 @@ class DefaultAllocator final : public TensorAllocator {
     }
   }
 };
-
-// One rebuilt tensor argument; frees its memory when destroyed.
-struct Rebuilt {
-  TensorRecord record;  // keeps shape and strides alive for `dl`
-  DLTensor dl{};
-  std::uintptr_t base = 0;
-  std::size_t bytes = 0;
-  TensorAllocator* allocator = nullptr;
-  ~Rebuilt() {
-    if (base != 0) allocator->deallocate(record.device, base, bytes);
-  }
-};
-
-std::unique_ptr<Rebuilt> rebuild(TensorRecord rec, TensorAllocator& alloc) {
-  auto r = std::make_unique<Rebuilt>();
-  r->record = std::move(rec);
-  r->allocator = &alloc;
-  r->bytes = std::max<std::size_t>(r->record.data.size(), 1);
-  r->base = alloc.allocate(r->record.device, r->bytes);
-  if (!r->record.data.empty()) {
-    device::Backend* b = backend_for(r->record.device);
-    if (b == nullptr) throw std::runtime_error("no device backend writes " + tensor::device_name(r->record.device) + " memory");
-    if (tensor::memory_of(r->record.device) == tensor::Memory::Host) {
-      std::memcpy(reinterpret_cast<void*>(r->base), r->record.data.data(), r->record.data.size());
-    } else {
-      device::Status st = b->write(r->base, r->record.data.data(), r->record.data.size());
-      if (!st.ok()) throw std::runtime_error(std::string("copy to ") + tensor::device_name(r->record.device) + " failed (" + (st.what ? st.what : "?") + ")");
-    }
-  }
-  r->dl = r->record.view_over(r->base);
-  return r;
-}
 
 bool kind_matches(ParamKind p, const RecordedArg& a) {
   switch (p) {
@@ -197,7 +160,7 @@ void for_each_element(const std::vector<std::int64_t>& shape, const std::vector<
   }
 }
 
-OutputCheck compare(const std::string& name, const TensorRecord& expected, const Rebuilt& got, const Options& o) {
+OutputCheck compare(const std::string& name, const TensorRecord& expected, const detail::RebuiltTensor& got, const Options& o) {
   OutputCheck c;
   c.name = name;
   const DLTensor& g = got.dl;
@@ -345,7 +308,8 @@ CallResult run_call(const CallRecord& call, const Options& o) {
   }
   TensorAllocator& alloc = o.allocator ? *o.allocator : default_allocator();
   std::vector<Value> values(fn->params.size());
-  std::vector<std::unique_ptr<Rebuilt>> tensors(fn->params.size());
+  std::vector<std::optional<detail::TensorSource>> sources(fn->params.size());
+  const std::vector<std::optional<tensor::VaRange>> ranges = detail::recorded_ranges(call);
   for (std::size_t k = 0; k < fn->params.size(); ++k) {
     const RecordedArg& a = call.inputs[k];
     const ParamKind p = fn->params[k];
@@ -360,8 +324,7 @@ CallResult run_call(const CallRecord& call, const Options& o) {
     }
     Value& v = values[k];
     if (a.kind == "tensor") {
-      tensors[k] = rebuild(dump::load_tensor(call, a), alloc);
-      v.tensor = &tensors[k]->dl;
+      sources[k] = detail::TensorSource{dump::load_tensor(call, a), ranges[k]};
     } else if (a.kind == "none") {
       v.null_string = true;
     } else if (p == ParamKind::UInt) {
@@ -377,6 +340,10 @@ CallResult run_call(const CallRecord& call, const Options& o) {
       v.s = a.s;
     }
   }
+  // All tensors at once: those that shared memory at capture time share it again.
+  const std::vector<std::unique_ptr<detail::RebuiltTensor>> tensors = detail::rebuild_tensors(std::move(sources), alloc);
+  for (std::size_t k = 0; k < tensors.size(); ++k)
+    if (tensors[k]) values[k].tensor = &tensors[k]->dl;
   std::optional<log::Arg> ret;
   try {
     ret = fn->invoke(values);
@@ -438,6 +405,27 @@ CallResult run_call(const CallRecord& call, const Options& o) {
   return r;
 }
 
+// Reads call.json and replays it; `starting` hears of the call first.
+CallResult replay_dir(const std::string& dir, const Options& options,
+                      const std::function<void(const std::string&, const std::string&)>& starting) {
+  CallResult r;
+  r.dir = dir;
+  bool announced = false;
+  try {
+    CallRecord call = dump::read_call(dir);
+    r.function = call.function;
+    r.seq = call.seq;
+    announced = true;
+    if (starting) starting(dir, call.function);
+    return run_call(call, options);
+  } catch (const std::exception& e) {
+    if (starting && !announced) starting(dir, "");  // call.json unreadable: reported as the error
+    r.outcome = Outcome::Error;
+    r.message = e.what();
+  }
+  return r;
+}
+
 }  // namespace
 
 TensorAllocator& default_allocator() {
@@ -468,22 +456,13 @@ const char* to_string(Outcome o) noexcept {
 }
 
 CallResult replay_call(const std::string& dir, const Options& options) {
-  CallResult r;
-  r.dir = dir;
-  try {
-    CallRecord call = dump::read_call(dir);
-    r.function = call.function;
-    r.seq = call.seq;
-    return run_call(call, options);
-  } catch (const std::exception& e) {
-    r.outcome = Outcome::Error;
-    r.message = e.what();
-  }
-  return r;
+  const detail::NoDumpsWhileReplaying no_dumps;
+  return replay_dir(dir, options, {});
 }
 
-std::vector<CallResult> replay_all(const std::string& path, const Options& options) {
-  std::vector<CallResult> out;
+std::size_t replay_each(const std::string& path, const Options& options, const Progress& progress) {
+  const detail::NoDumpsWhileReplaying no_dumps;
+  std::size_t count = 0;
   for (const std::string& dir : dump::find_call_dirs(path)) {
     if (!options.filter.empty()) {
       // An unreadable call.json cannot be filtered by function name: it is reported.
@@ -493,18 +472,31 @@ std::vector<CallResult> replay_all(const std::string& path, const Options& optio
       } catch (const std::exception&) {
       }
     }
-    out.push_back(replay_call(dir, options));
+    CallResult r = replay_dir(dir, options, progress.starting);
+    ++count;
+    if (progress.finished) progress.finished(r);
   }
+  return count;
+}
+
+std::vector<CallResult> replay_all(const std::string& path, const Options& options) {
+  std::vector<CallResult> out;
+  replay_each(path, options, {nullptr, [&](const CallResult& r) { out.push_back(r); }});
   return out;
 }
 
-std::string format_line(const CallResult& r) {
-  std::filesystem::path dir = std::filesystem::path(r.dir).lexically_normal();
-  if (dir.filename().empty()) dir = dir.parent_path();
-  std::string line = dir.filename().string() + "  " + (r.function.empty() ? "?" : r.function) + "  " +
-                     to_string(r.outcome);
-  if (!r.message.empty()) line += ": " + r.message;
-  return line;
+std::string format_name(const std::string& dir, const std::string& function) {
+  std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string() + "  " + (function.empty() ? "?" : function);
 }
+
+std::string format_outcome(const CallResult& r) {
+  std::string text = to_string(r.outcome);
+  if (!r.message.empty()) text += ": " + r.message;
+  return text;
+}
+
+std::string format_line(const CallResult& r) { return format_name(r.dir, r.function) + "  " + format_outcome(r); }
 
 }  // namespace mate::replay

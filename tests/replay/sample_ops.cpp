@@ -1,5 +1,6 @@
 #include "sample_ops.hpp"
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "mate/log/api.hpp"
@@ -91,6 +92,16 @@ bool invert_bool(const DLTensor* x, DLTensor* out) {
   });
 }
 
+void prefix_step(const DLTensor* x, DLTensor* out) {
+  MATE_API("sample.prefix_step", x, out).outputs(MATE_ARGS(out)).run([&] {
+    for (std::int64_t i = 0; i < numel(out); ++i) *at(out, i) = *at(x, i) + (i > 0 ? *at(x, i - 1) : 0.0f) + g_bias;
+  });
+}
+
+void crash(const DLTensor* x) {
+  MATE_API("sample.crash", x).run([&] { std::abort(); });
+}
+
 void write_past_end(DLTensor* out, int count) {
   MATE_API("sample.write_past_end", out, count).outputs(MATE_ARGS(out)).run([&] {
     float* p = at(out, 0);
@@ -108,3 +119,5 @@ MATE_REPLAYABLE("sample.increment_i64", &sample::increment_i64);
 MATE_REPLAYABLE("sample.increment_u64", &sample::increment_u64);
 MATE_REPLAYABLE("sample.invert_bool", &sample::invert_bool);
 MATE_REPLAYABLE("sample.write_past_end", &sample::write_past_end);
+MATE_REPLAYABLE("sample.prefix_step", &sample::prefix_step);
+MATE_REPLAYABLE("sample.crash", &sample::crash);

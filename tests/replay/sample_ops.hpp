@@ -25,6 +25,12 @@ std::int64_t increment_i64(const DLTensor* x, DLTensor* out);
 std::uint64_t increment_u64(const DLTensor* x, DLTensor* out);
 // out = !x over 1-D contiguous bool tensors (out = x in the changed build); returns out[0].
 bool invert_bool(const DLTensor* x, DLTensor* out);
+// out[i] = x[i] + x[i - 1] (x[-1] = 0), element by element in order: when out aliases x (in
+// place, or a view one element further on) later elements read earlier results, so the result
+// depends on the aliasing.
+void prefix_step(const DLTensor* x, DLTensor* out);
+// Aborts the process (a replayed call that crashes).
+void crash(const DLTensor* x);
 // Writes one element past the end of out (the out-of-bounds kernel for --guard-alloc).
 void write_past_end(DLTensor* out, int count);
 

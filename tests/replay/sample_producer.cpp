@@ -1,7 +1,9 @@
 // Runs sample kernel calls so that MATE_LOGLEVEL=10 dumps them (the replay tests' workload).
 //   sample_producer good   axpy (strided, offset), scale_inplace, sum
 //   sample_producer raise  copy_or_throw(fail = true)
-//   sample_producer crash  an instrumented call whose body aborts the process
+//   sample_producer crash  an instrumented call whose body aborts the process (sample.crash)
+//   sample_producer inplace   prefix_step(x, out = x); prints each tensor's address range
+//   sample_producer overlap   prefix_step(x, out = x one element further on); the same
 //   sample_producer oob    write_past_end (writes one element past its output)
 //   sample_producer int    increment_i64 on values above 2^53
 //   sample_producer negative  increment_i64 on values below 0
@@ -15,6 +17,7 @@
 
 #include "mate/log/api.hpp"
 #include "mate/tensor/dtype.hpp"
+#include "mate/tensor/tensor_view.hpp"
 #include "sample_ops.hpp"
 
 namespace {
@@ -43,8 +46,10 @@ DLTensor flat(void* data, mate::tensor::ScalarType type, std::int64_t* shape) {
   return t;
 }
 
-void crash_after_inputs(const DLTensor* x) {
-  MATE_API("sample.crash", x).run([&] { std::abort(); });
+// "va <argument> <lo> <hi>": where a tensor argument lies, for tests that check aliasing.
+void print_va(const char* name, const DLTensor& t) {
+  const mate::tensor::VaRange va = mate::tensor::TensorView(t).va_range();
+  std::cout << "va " << name << " " << va.lo << " " << va.hi << "\n";
 }
 
 }  // namespace
@@ -70,7 +75,7 @@ int main(int argc, char** argv) {
       std::cout << "caught: " << e.what() << "\n";
     }
   } else if (mode == "crash") {
-    crash_after_inputs(&x);
+    sample::crash(&x);
   } else if (mode == "int" || mode == "negative") {
     // "negative": the first element, hence the reported mismatch and the return value, below 0.
     std::vector<std::int64_t> in{(std::int64_t{1} << 60) + 1, -5}, res(2), two{2};
@@ -90,6 +95,15 @@ int main(int argc, char** argv) {
     DLTensor a = flat(in, mate::tensor::ScalarType::Bool, two.data());
     DLTensor b = flat(res, mate::tensor::ScalarType::Bool, two.data());
     std::cout << sample::invert_bool(&a, &b) << "\n";
+  } else if (mode == "inplace" || mode == "overlap") {
+    // prefix_step on one buffer: out = x, or out one element further on than x.
+    std::vector<float> buf{1, 2, 3, 4, 5};
+    std::vector<std::int64_t> four{4};
+    DLTensor a = make(buf, four, nullptr);
+    DLTensor b = make(buf, four, nullptr, mode == "overlap" ? sizeof(float) : 0);
+    print_va("x", a);
+    print_va("out", b);
+    sample::prefix_step(&a, &b);
   } else if (mode == "oob") {
     std::vector<float> big(16);
     std::vector<std::int64_t> four{4};

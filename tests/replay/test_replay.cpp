@@ -20,6 +20,7 @@
 #include "mate/tensor/dtype.hpp"
 #include "mate/tensor/stats.hpp"
 #include "dl_tensor.hpp"
+#include "recorded_va.hpp"
 #include "sample_ops.hpp"
 #include "temp_dir.hpp"
 
@@ -334,6 +335,154 @@ TEST_F(ReplayTest, CallsReplayInTheOrderTheyWereMade) {
   for (const auto& r : results) EXPECT_EQ(r.outcome, Outcome::Passed) << mate::replay::format_line(r);
 }
 
+// Each call is reported as it is replayed: named before it runs (so that a crash leaves its
+// name), its result as soon as it is done.
+TEST_F(ReplayTest, ReplayEachReportsEveryCallAsItGoes) {
+  run_workload();
+  dump(0, {});
+  std::vector<std::string> events;
+  mate::replay::Progress progress;
+  progress.starting = [&](const std::string& dir, const std::string& function) {
+    if (!function.empty()) {
+      EXPECT_EQ(mate::dump::read_call(dir).function, function);
+    }
+    events.push_back("start " + function);
+  };
+  progress.finished = [&](const mate::replay::CallResult& r) {
+    events.push_back("done " + r.function + " " + mate::replay::to_string(r.outcome));
+  };
+  EXPECT_EQ(mate::replay::replay_each(dumps(), {}, progress), 3u);
+  EXPECT_EQ(events, (std::vector<std::string>{"start sample.axpy", "done sample.axpy passed", "start sample.scale_inplace",
+                                              "done sample.scale_inplace passed", "start sample.sum", "done sample.sum passed"}));
+  // format_line is the name and the outcome, as `mate replay` prints them in two steps.
+  auto results = mate::replay::replay_all(dumps());
+  EXPECT_EQ(mate::replay::format_line(results[0]),
+            mate::replay::format_name(results[0].dir, "sample.axpy") + "  " + mate::replay::format_outcome(results[0]));
+  EXPECT_EQ(mate::replay::format_outcome(results[0]), "passed");
+  // An unreadable call.json is announced too (without a function), then reported as an error.
+  std::ofstream(fs::path(results[0].dir) / "call.json") << "{";
+  events.clear();
+  mate::replay::replay_each(dumps(), {}, progress);
+  ASSERT_EQ(events.size(), 6u);
+  EXPECT_EQ(events[0], "start ");
+  EXPECT_EQ(events[1], "done  error");
+}
+
+// Counts what replay allocates (over the default allocator).
+struct CountingAllocator : mate::replay::TensorAllocator {
+  std::vector<std::size_t> sizes;
+  std::uintptr_t allocate(DLDevice device, std::size_t bytes) override {
+    sizes.push_back(bytes);
+    return mate::replay::default_allocator().allocate(device, bytes);
+  }
+  void deallocate(DLDevice device, std::uintptr_t address, std::size_t bytes) noexcept override {
+    mate::replay::default_allocator().deallocate(device, address, bytes);
+  }
+};
+
+mate::tensor::VaRange va_of(const DLTensor& t) { return mate::tensor::TensorView(t).va_range(); }
+
+// An in-place call, op(x, out=x), was one buffer at capture time: replayed on two copies it
+// reads inputs its own writes no longer change, and gives another result.
+TEST_F(ReplayTest, AnInPlaceCallIsReplayedOnOneBuffer) {
+  F32 x({1, 2, 3, 4}, {4});
+  sample::prefix_step(&x.dl, &x.dl);
+  ASSERT_EQ(x.data, (std::vector<float>{1, 3, 6, 10}));  // in place it is a prefix sum
+  const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
+  mate::testing::record_va(dir, {{"x", va_of(x.dl)}, {"out", va_of(x.dl)}});
+  CountingAllocator counting;
+  mate::replay::Options o;
+  o.allocator = &counting;
+  auto results = replay(o);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Passed) << mate::replay::format_line(results[0]);
+  EXPECT_EQ(counting.sizes, (std::vector<std::size_t>{16}));  // one buffer for both
+}
+
+// Views of one buffer that overlap share one rebuilt buffer covering both, each at its offset.
+TEST_F(ReplayTest, OverlappingViewsShareOneBufferCoveringBoth) {
+  F32 x({1, 2, 3, 4, 5}, {4});
+  DLTensor out = x.dl;
+  out.byte_offset = sizeof(float);  // elements 1..4 of the buffer that x's 0..3 are in
+  sample::prefix_step(&x.dl, &out);
+  ASSERT_EQ(x.data, (std::vector<float>{1, 1, 2, 3, 5}));  // each result read as the next input
+  const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
+  mate::testing::record_va(dir, {{"x", va_of(x.dl)}, {"out", va_of(out)}});
+  CountingAllocator counting;
+  mate::replay::Options o;
+  o.allocator = &counting;
+  auto results = replay(o);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Passed) << mate::replay::format_line(results[0]);
+  EXPECT_EQ(counting.sizes, (std::vector<std::size_t>{20}));  // the union of [0, 16) and [4, 20)
+
+  // Without recorded ranges (dumps from earlier writers) each tensor has its own buffer.
+  std::ifstream in(dir + "/call.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  for (nlohmann::json& a : j["inputs"]) a.erase("va");
+  std::ofstream(dir + "/call.json") << j.dump();
+  counting.sizes.clear();
+  results = mate::replay::replay_all(dumps(), o);
+  EXPECT_EQ(counting.sizes, (std::vector<std::size_t>{16, 16}));
+}
+
+// Tensors whose ranges do not overlap stay apart, even when adjacent or on another device.
+TEST_F(ReplayTest, TensorsThatDoNotOverlapGetBuffersOfTheirOwn) {
+  F32 x({1, 2, 3, 4, 5, 6, 7, 8}, {4});
+  DLTensor out = x.dl;
+  out.byte_offset = 4 * sizeof(float);  // right after x
+  sample::prefix_step(&x.dl, &out);
+  const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
+  mate::testing::record_va(dir, {{"x", va_of(x.dl)}, {"out", va_of(out)}});
+  CountingAllocator counting;
+  mate::replay::Options o;
+  o.allocator = &counting;
+  auto results = replay(o);
+  EXPECT_EQ(results.at(0).outcome, Outcome::Passed) << mate::replay::format_line(results[0]);
+  EXPECT_EQ(counting.sizes, (std::vector<std::size_t>{16, 16}));
+}
+
+// A MATE_LOGLEVEL=10 still in force while replaying must not dump the replayed calls (into the
+// very dump being replayed, here): replay caps the level at 5, and puts it back afterwards.
+TEST_F(ReplayTest, ReplayDoesNotDumpTheCallsItReplays) {
+  run_workload();
+  ASSERT_EQ(mate::dump::find_call_dirs(dumps()).size(), 3u);
+  ASSERT_EQ(mate::log::level(), 10);
+  auto results = mate::replay::replay_all(dumps());  // level 10, MATE_DUMP_DIR = the dump
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) EXPECT_EQ(r.outcome, Outcome::Passed) << mate::replay::format_line(r);
+  EXPECT_EQ(mate::dump::find_call_dirs(dumps()).size(), 3u);
+  EXPECT_EQ(mate::replay::replay_call(results[0].dir).outcome, Outcome::Passed);
+  EXPECT_EQ(mate::dump::find_call_dirs(dumps()).size(), 3u);
+  // The log still has the replayed calls (level 5), and the level is 10 again afterwards.
+  EXPECT_EQ(mate::log::level(), 10);
+  std::ifstream log(root_ / "log.txt");
+  std::stringstream text;
+  text << log.rdbuf();
+  std::size_t axpy = 0;
+  for (std::size_t at = text.str().find("sample.axpy inputs"); at != std::string::npos; at = text.str().find("sample.axpy inputs", at + 1)) ++axpy;
+  EXPECT_EQ(axpy, 3u) << text.str();  // the original call and its two replays
+}
+
+// A tensor the dump could not save says why, once ("not saved: not saved: ..." before).
+TEST_F(ReplayTest, ATensorThatWasNotSavedSaysWhyOnce) {
+  F32 x({1, 2}, {2}), out({0, 0}, {2});
+  sample::copy_or_throw(&x.dl, &out.dl, false);
+  const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
+  std::ifstream in(dir + "/call.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["status"] = "failed";
+  j["error"] = "write inputs/00_x.mtensor: File too large";
+  j["inputs"][0].erase("file");
+  j["inputs"][0]["error"] = "not saved: write inputs/00_x.mtensor: File too large";
+  j.erase("outputs");
+  std::ofstream(dir + "/call.json") << j.dump();
+  auto results = replay();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Error);
+  EXPECT_EQ(results[0].message, "tensor x was not saved: write inputs/00_x.mtensor: File too large");
+}
+
 // A "device" whose memory is host memory, so host kernels can run on it: replay must allocate
 // and fill the rebuilt tensors through the device layer and read the results back through it.
 class HostBackedDevice : public mate::testing::HostMemoryDevice {};
@@ -362,6 +511,24 @@ TEST_F(ReplayTest, DeviceTensorsAreRebuiltOnTheirDevice) {
   EXPECT_EQ(device.reserves, 2);
   EXPECT_EQ(device.writes, 2);
   EXPECT_EQ(device.releases, 2);
+}
+
+// An in-place call on a device tensor: one device buffer, written once per tensor.
+TEST_F(ReplayTest, InPlaceDeviceTensorsShareOneDeviceBuffer) {
+  HostBackedDevice device;
+  mate::tensor::set_device_backend(mate::device::Kind::Cuda, &device);
+  F32 x({1, 2, 3, 4}, {4});
+  x.dl.device = {kDLCUDA, 0};
+  sample::prefix_step(&x.dl, &x.dl);
+  const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
+  mate::testing::record_va(dir, {{"x", va_of(x.dl)}, {"out", va_of(x.dl)}});
+  const int reserves = device.reserves;
+  auto results = replay();
+  mate::tensor::set_device_backend(mate::device::Kind::Cuda, nullptr);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Passed) << mate::replay::format_line(results[0]);
+  EXPECT_EQ(device.reserves - reserves, 1);
+  EXPECT_EQ(device.releases, device.reserves);
 }
 
 }  // namespace

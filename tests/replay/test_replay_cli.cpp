@@ -4,9 +4,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "mate/dump/call_record.hpp"
+#include "recorded_va.hpp"
 #include "subprocess.hpp"
 #include "temp_dir.hpp"
 
@@ -22,15 +25,30 @@ class ReplayCli : public ::testing::Test {
     o.env = {{"MATE_LOGLEVEL", "10"}, {"MATE_LOGDEST", (root_ / "log.txt").string()}, {"MATE_DUMP_DIR", dumps()}};
     return run({SAMPLE_PRODUCER, mode}, o);
   }
-  mate::testing::RunResult replay(std::vector<std::string> args) {
+  mate::testing::RunResult replay(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
     args.insert(args.begin(), {MATE_BIN, "replay"});
     // The --lib libraries link MATE statically, and the program's copy of MATE's globals
     // interposes theirs by design (docs/dumps-and-replay.md). Under AddressSanitizer that is
     // reported as an ODR violation unless only differing sizes are (level 1). Other builds
     // ignore the variable.
     mate::testing::RunOptions o;
-    o.env = {{"ASAN_OPTIONS", "detect_odr_violation=1:detect_leaks=1"}};
+    o.env = std::move(env);
+    o.env["ASAN_OPTIONS"] = "detect_odr_violation=1:detect_leaks=1";
     return run(args, o);
+  }
+  // Produces `mode` (inplace or overlap) and records in its call.json the address ranges the
+  // producer printed ("va <argument> <lo> <hi>").
+  void produce_with_ranges(const std::string& mode) {
+    auto p = produce(mode);
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    std::map<std::string, mate::tensor::VaRange> ranges;
+    std::istringstream lines(p.out);
+    std::string word, name;
+    std::uintptr_t lo = 0, hi = 0;
+    while (lines >> word >> name >> lo >> hi)
+      if (word == "va") ranges[name] = {lo, hi};
+    ASSERT_EQ(ranges.size(), 2u) << p.out;
+    mate::testing::record_va(mate::dump::find_call_dirs(dumps()).at(0), ranges);
   }
   std::string dumps() const { return (root_ / "dumps").string(); }
   mate::testing::TempDir tmp_{"mate_replay_cli"};
@@ -189,6 +207,96 @@ TEST_F(ReplayCli, CorruptDumpsAreClearPerCallErrors) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("error: " + dirs[0] + "/call.json: not valid JSON"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2 passed, 1 failed"), std::string::npos) << r.out;
+}
+
+// With many calls and one that crashes, the results so far are on screen, and the crashing
+// call's name: each line's name is printed (and flushed) before the call runs.
+TEST_F(ReplayCli, ACrashingCallLeavesTheResultsSoFarAndItsName) {
+  ASSERT_EQ(produce("good").exit_code, 0);
+  EXPECT_NE(produce("crash").term_signal, 0);  // a later process: replayed last
+  const std::string crash_dir = fs::path(mate::dump::find_call_dirs(dumps()).at(3)).filename().string();
+  auto r = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+  EXPECT_TRUE(r.term_signal != 0 || r.exit_code != 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sample.axpy  passed\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sample.sum  passed\n"), std::string::npos) << r.out;
+  const std::string last = crash_dir + "  sample.crash  ";
+  ASSERT_GE(r.out.size(), last.size()) << r.out;
+  EXPECT_EQ(r.out.substr(r.out.size() - last.size()), last) << r.out;
+  // --json prints the document once every call is done; meanwhile stderr names each call.
+  auto j = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--json"});
+  EXPECT_TRUE(j.term_signal != 0 || j.exit_code != 0) << j.out << j.err;
+  EXPECT_NE(j.err.find("mate replay: replaying " + last.substr(0, last.size() - 2) + "\n"), std::string::npos) << j.err;
+  auto whole = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--json", "--filter", "sample.[as]*"});
+  EXPECT_EQ(whole.exit_code, 0) << whole.out << whole.err;
+  EXPECT_EQ(nlohmann::json::parse(whole.out)["passed"], 3);
+}
+
+// op(x, out=x), and a view of one buffer written as another view of it one element further on:
+// the result depends on the aliasing, which replay rebuilds from the recorded address ranges.
+TEST_F(ReplayCli, InPlaceAndOverlappingArgumentsShareMemoryAgain) {
+  for (const std::string mode : {"inplace", "overlap"}) {
+    SCOPED_TRACE(mode);
+    fs::remove_all(dumps());
+    produce_with_ranges(mode);
+    auto r = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("sample.prefix_step  passed"), std::string::npos) << r.out;
+#ifdef MATE_REPLAY_HAVE_GUARD
+    // On guarded memory too: one guarded allocation for the union.
+    auto g = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--guard-alloc"});
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+    EXPECT_NE(g.out.find("sample.prefix_step  passed"), std::string::npos) << g.out;
+#endif
+  }
+}
+
+// MATE_LOGLEVEL and MATE_DUMP_DIR still exported from the dumping run: replay does not dump the
+// calls it replays (the next replay would replay them too), and log records stay off stdout.
+TEST_F(ReplayCli, ReplayNeitherDumpsItsCallsNorLogsOntoItsResults) {
+  ASSERT_EQ(produce("good").exit_code, 0);
+  auto r = replay({"--dir", dumps(), "--lib", SAMPLE_LIB}, {{"MATE_LOGLEVEL", "10"}, {"MATE_DUMP_DIR", dumps()}});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(mate::dump::find_call_dirs(dumps()).size(), 3u);
+  EXPECT_EQ(r.err.find("dumping the inputs and outputs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sample.axpy inputs"), std::string::npos) << r.err;  // logged, at level 5, on stderr
+  EXPECT_EQ(r.out.find("sample.axpy inputs"), std::string::npos) << r.out;
+  auto again = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+  EXPECT_NE(again.out.find("3 passed, 0 failed"), std::string::npos) << again.out;
+  // --json stays valid JSON with the log on (MATE_LOGDEST defaults to stdout).
+  for (const std::string format : {"text", "json"}) {
+    auto j = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--json"}, {{"MATE_LOGLEVEL", "3"}, {"MATE_LOGFORMAT", format}});
+    EXPECT_EQ(j.exit_code, 0) << j.out << j.err;
+    EXPECT_EQ(nlohmann::json::parse(j.out, nullptr, false)["passed"], 3) << j.out;
+    EXPECT_NE(j.err.find("sample.axpy"), std::string::npos) << j.err;
+  }
+  // A log file stays a log file.
+  const std::string log = (root_ / "replay.log").string();
+  auto f = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--json"}, {{"MATE_LOGLEVEL", "3"}, {"MATE_LOGDEST", log}});
+  EXPECT_EQ(f.exit_code, 0) << f.out << f.err;
+  EXPECT_EQ(f.err.find("sample.axpy inputs"), std::string::npos) << f.err;
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("sample.axpy inputs"), std::string::npos) << text.str();
+}
+
+// What was wrong with a tolerance, in a line: never CLI11's range with DBL_MAX in 300 digits,
+// and never nan, which made every element fail.
+TEST_F(ReplayCli, ToleranceFlagsSayWhatIsWrong) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"abc", "'abc' is not a number"}, {"nan", "'nan' is not finite"}, {"inf", "'inf' is not finite"},
+      {"1e999", "'1e999' is not finite"}, {"-1", "'-1' is negative"}, {"1x", "'1x' is not a number"}};
+  for (const char* flag : {"--rtol", "--atol"}) {
+    for (const auto& [value, problem] : cases) {
+      SCOPED_TRACE(std::string(flag) + " " + value);
+      auto r = replay({"--dir", dumps(), flag, value});
+      EXPECT_EQ(r.exit_code, 2);
+      EXPECT_NE(r.err.find(std::string(flag) + ": " + problem + "; accepted: a finite number >= 0\n"), std::string::npos) << r.err;
+      EXPECT_LT(r.err.size(), 200u) << r.err;
+    }
+  }
+  ASSERT_EQ(produce("good").exit_code, 0);
+  EXPECT_EQ(replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--rtol", "0", "--atol", "1e-3"}).exit_code, 0);
 }
 
 TEST_F(ReplayCli, UsageErrors) {

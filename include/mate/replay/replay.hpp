@@ -4,6 +4,8 @@
 //  1. the function is looked up in the registry (mate/replay/registry.hpp);
 //  2. every tensor argument is rebuilt from its input snapshot, on memory from a
 //     TensorAllocator, with its original dtype, shape, strides, byte offset and device;
+//     arguments whose recorded address ranges overlap (in place, overlapping views) share one
+//     buffer covering their union, as they shared memory when the call was made;
 //  3. the function runs;
 //  4. each argument the dump recorded as an output (outputs and in-place arguments) is compared
 //     with its recorded post-call value: shape and dtype exactly, values within
@@ -20,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,14 +86,35 @@ struct CallResult {
   std::vector<OutputCheck> outputs;
 };
 
+// Reports each call as it is replayed, so that a caller sees results as they come and, when a
+// replayed call crashes the process, which call it was.
+struct Progress {
+  // Just before a call is replayed: its directory and function ("" when call.json is unreadable).
+  std::function<void(const std::string& dir, const std::string& function)> starting;
+  // Once it is done, with its result.
+  std::function<void(const CallResult&)> finished;
+};
+
+// While replaying, the replayed calls go through their MATE_API instrumentation again. The
+// functions below cap MATE_LOGLEVEL at 5 for as long as they run: at level 10 the replay would
+// dump the calls it replays (into the dump being replayed when MATE_DUMP_DIR points at it).
+
 // Replays one call directory.
 CallResult replay_call(const std::string& dir, const Options& options = {});
 // Replays `path` (one call directory, or every call directory under it, in call order), skipping
-// calls whose function does not match options.filter. Throws dump::DumpError when `path` is not
-// a directory.
+// calls whose function does not match options.filter, and reports each call to `progress` as it
+// goes. Returns the number of calls replayed. Throws dump::DumpError when `path` is not a
+// directory.
+std::size_t replay_each(const std::string& path, const Options& options, const Progress& progress);
+// replay_each, collecting the results.
 std::vector<CallResult> replay_all(const std::string& path, const Options& options = {});
 
-// One line per call, as `mate replay` prints it.
+// One line per call, as `mate replay` prints it: format_name(dir, function) + "  " +
+// format_outcome(result).
 std::string format_line(const CallResult& r);
+// "<call directory name>  <function>".
+std::string format_name(const std::string& dir, const std::string& function);
+// "<result>" or "<result>: <message>".
+std::string format_outcome(const CallResult& r);
 
 }  // namespace mate::replay
