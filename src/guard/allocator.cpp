@@ -101,7 +101,8 @@ std::string describe(const GuardAllocatorConfig& c) {
          " quarantine_bytes=" +
          (c.quarantine_bytes == kQuarantineForBackend ? std::string("backend-default") : std::to_string(c.quarantine_bytes)) +
          " on_corruption=" + to_string(c.on_corruption) + " backend=" + kind_title(c.backend) +
-         " max_allocations=" + std::to_string(c.max_allocations) + " skip_frames=" + std::to_string(c.skip_frames);
+         " max_allocations=" + std::to_string(c.max_allocations) + " skip_frames=" + std::to_string(c.skip_frames) +
+         " map_entry_budget=" + std::to_string(c.map_entry_budget);
 }
 
 std::size_t default_quarantine_bytes(device::Kind kind) noexcept {
@@ -148,6 +149,41 @@ bool GuardAllocator::evict_oldest_locked() noexcept {
   table_->stats.quarantined -= 1;
   table_->stats.quarantined_bytes -= s.reserved();
   return true;
+}
+
+// True when one more allocation keeps the memory-map entries within config.map_entry_budget,
+// estimated from above (3 for each live allocation, this one included, 1 for each quarantined
+// range) and after giving back the oldest quarantined ranges if need be. Threads racing past the
+// check overshoot by a few entries, which the budget's margin absorbs.
+bool GuardAllocator::within_map_entry_budget() noexcept {
+  std::lock_guard lock(table_->mutex);
+  const auto entries = [&] { return 3 * (table_->stats.live + 1) + table_->quarantined(); };
+  while (entries() > config_.map_entry_budget && evict_oldest_locked()) {
+  }
+  return entries() <= config_.map_entry_budget;
+}
+
+// Says once that guarded allocations cannot get more mappings: the system refused one (`status`),
+// or the allocator's share of the memory-map entries (config.map_entry_budget) is used up.
+void GuardAllocator::say_mapping_refused(const device::Status* status) noexcept {
+  if (table_->refusal_said.exchange(true)) return;
+  Stats st = stats();
+  ReportWriter w(kStderr);
+  if (status != nullptr) {
+    w.str("mate guard: the system refused another mapping: ");
+    write_status(w, *status);
+  } else {
+    w.str("mate guard: the guarded allocations have used up their share of the memory map entries the system "
+          "allows (vm.max_map_count; ")
+        .dec(config_.map_entry_budget)
+        .str(", the rest is left to the program's own threads, libraries and files)");
+  }
+  w.str(", with ").dec(st.live).str(" guarded allocations live. Each guarded allocation needs its own "
+                                   "mappings (up to 3 memory map entries on the host). Remedy: raise the "
+                                   "limit (sudo sysctl -w vm.max_map_count=1048576), or guard fewer "
+                                   "allocations (MATE_GUARD_MIN_BYTES). Allocations that cannot be "
+                                   "mapped are not guarded (under mate guard-run, no new "
+                                   "allocation is guarded from now on); this is said once.\n");
 }
 
 // True when the backend can still reserve three granules and map the middle one: the shape of
@@ -200,6 +236,11 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     return static_cast<std::uintptr_t>(aligned);
   };
 
+  if (config_.map_entry_budget != 0 && !within_map_entry_budget()) {
+    say_mapping_refused(nullptr);
+    return {0, AllocError::MappingRefused, "guard allocator: its share of the memory map entries is used up"};
+  }
+
   void* frames[kMaxFrames];
   int frame_count = capture(frames, config_.backtraces, config_.skip_frames);
 
@@ -230,18 +271,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     }
   }
   if (!status.ok()) {
-    if (!table_->refusal_said.exchange(true)) {
-      Stats st = stats();
-      ReportWriter w(kStderr);
-      w.str("mate guard: the system refused another mapping: ");
-      write_status(w, status);
-      w.str(", with ").dec(st.live).str(" guarded allocations live. Each guarded allocation needs its own "
-                                       "mappings (up to 3 memory map entries on the host). Remedy: raise the "
-                                       "limit (sudo sysctl -w vm.max_map_count=1048576), or guard fewer "
-                                       "allocations (MATE_GUARD_MIN_BYTES). Allocations that cannot be "
-                                       "mapped are not guarded (under mate guard-run, no new "
-                                       "allocation is guarded from now on); this is said once.\n");
-    }
+    say_mapping_refused(&status);
     return {0, AllocError::MappingRefused, "guard allocator: the system refused another mapping"};
   }
 

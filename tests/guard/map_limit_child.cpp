@@ -1,13 +1,15 @@
 // Keeps allocating until the guard has used up the system's memory-map entries
 // (vm.max_map_count), then goes on allocating, small and large, and checks every block: under
 // `mate guard-run` the allocations past the limit must come from the real allocator (the guard
-// says so once), never fail, in the main thread and in a thread that starts allocating only then.
+// says so once), never fail, in the main thread and in a thread that starts allocating only then,
+// and new threads can still be started (the guard leaves the program memory-map entries).
 // Prints "ok <live allocations>".
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <condition_variable>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -66,6 +68,23 @@ int main(int argc, char** argv) {
   wake.notify_one();
   late.join();
   if (!thread_ok) return 1;
+  // New threads past the limit: each needs mappings of its own (a stack and its guard page), which
+  // the guard must have left to the program.
+  for (int i = 0; i < 16; ++i) {
+    bool ran = false;
+    try {
+      std::thread t([&] {
+        char* p = static_cast<char*>(std::malloc(1000));
+        ran = p != nullptr;
+        std::free(p);
+      });
+      t.join();
+    } catch (const std::system_error& e) {
+      std::printf("new thread %d past the limit: %s\n", i, e.what());
+      return 1;
+    }
+    if (!ran) return 1;
+  }
   for (long i = 0; i < count; ++i) {
     if (blocks[static_cast<std::size_t>(i)][23] != static_cast<char>(i & 0x7f)) {
       std::printf("block %ld changed\n", i);

@@ -69,6 +69,12 @@ struct GuardAllocatorConfig {
   std::size_t max_allocations = std::size_t{1} << 20;
   // Frames of the caller's own wrappers (e.g. an interposed malloc) left out of backtraces.
   int skip_frames = 0;
+  // Most memory-map entries (the unit of vm.max_map_count) the allocator may hold, estimated
+  // from above: 3 per live allocation, 1 per quarantined range. Past it the oldest quarantined
+  // ranges go first, then allocations are refused as when the system refuses a mapping. 0: no
+  // budget. mate guard-run sets one that leaves the program entries for its own threads,
+  // libraries and files.
+  std::size_t map_entry_budget = 0;
 
   bool operator==(const GuardAllocatorConfig&) const = default;
 };
@@ -195,6 +201,8 @@ class GuardAllocator {
   std::size_t quarantine_limit_;  // config_.quarantine_bytes, the backend's default resolved
   bool small_mapping_possible() noexcept;
   bool evict_oldest_locked() noexcept;
+  void say_mapping_refused(const device::Status* status) noexcept;
+  bool within_map_entry_budget() noexcept;
   void report_invalid_pointer(std::uintptr_t ptr, const char* operation, void* const* frames,
                               int frame_count) noexcept;
   SlotTable* table_;
