@@ -420,6 +420,23 @@ DriverBackend* driver_backend(std::string* reason) {
   return selected->backend.get();
 }
 
+DriverBackend* driver_backend_for(Kind kind) {
+  if (kind == Kind::Host) return nullptr;
+  DriverBackend* selected = driver_backend();
+  if (selected != nullptr && selected->kind() == kind) return selected;
+  if (config::device_driver() != "auto") return nullptr;  // the other kind was asked for by name
+  // auto picks one driver for the process (CUDA first); memory of the other kind (a MUSA dump
+  // replayed where both drivers are installed) gets a backend of its own, opened once, kept.
+  static DriverBackend* other[2] = {};
+  static std::once_flag once[2];
+  const int i = kind == Kind::Musa ? 1 : 0;
+  std::call_once(once[i], [&] {
+    std::string reason;
+    other[i] = open_driver_backend(kind, 0, &reason).release();
+  });
+  return other[i];
+}
+
 std::uint64_t device_memory_mapped_count(Kind kind) noexcept {
   if (kind == Kind::Host) return 0;
   return g_mapped_count[kind == Kind::Musa ? 1 : 0].load(std::memory_order_relaxed);

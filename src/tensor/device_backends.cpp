@@ -1,5 +1,5 @@
 // Which device::Backend reads CUDA and MUSA memory: one set explicitly (tests, a framework with
-// its own backend), else the process-wide driver backend when it drives that kind of device.
+// its own backend), else the driver backend for that kind of device (device::driver_backend_for).
 #include <atomic>
 
 #include "mate/device/driver.hpp"
@@ -19,8 +19,7 @@ device::Backend* device_backend(device::Kind kind) noexcept {
   if (device::Backend* b = backends[static_cast<int>(kind)].load(std::memory_order_acquire)) return b;
   if (kind == device::Kind::Host) return &device::host_backend();
   try {
-    device::DriverBackend* driver = device::driver_backend();
-    if (driver != nullptr && driver->kind() == kind) return driver;
+    if (device::DriverBackend* driver = device::driver_backend_for(kind)) return driver;
   } catch (...) {
     // Statistics report "no backend" rather than fail the host program.
   }

@@ -412,6 +412,21 @@ class DriverSelection : public ::testing::Test {
   ScopedOverride fake_path_{Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
 };
 
+// Under auto the process-wide backend is CUDA's, yet MUSA memory (a MUSA dump replayed where both
+// drivers are installed) gets a MUSA backend. In a child: the process-wide backend is made once.
+int backends_for_both_kinds_under_auto() {
+  mate::device::DriverBackend* cuda = mate::device::driver_backend_for(Kind::Cuda);
+  mate::device::DriverBackend* musa = mate::device::driver_backend_for(Kind::Musa);
+  if (cuda == nullptr || cuda != mate::device::driver_backend() || cuda->kind() != Kind::Cuda) return 3;
+  if (musa == nullptr || musa->kind() != Kind::Musa) return 4;
+  if (mate::device::driver_backend_for(Kind::Musa) != musa) return 5;  // opened once
+  return 0;
+}
+
+TEST_F(DriverSelection, AutoGivesEachKindOfMemoryItsOwnDriver) {
+  EXPECT_EXIT(std::_Exit(backends_for_both_kinds_under_auto()), ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(DriverSelection, ForcedByMateDeviceDriver) {
   std::string reason;
   {

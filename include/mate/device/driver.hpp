@@ -88,6 +88,12 @@ std::unique_ptr<DriverBackend> open_selected_driver_backend(std::string* reason)
 // life of the process (never destroyed). nullptr with *reason (may be nullptr) when none.
 DriverBackend* driver_backend(std::string* reason = nullptr);
 
+// The backend for memory of `kind` (Cuda or Musa): the process-wide one when it drives that kind;
+// under MATE_DEVICE_DRIVER=auto, otherwise, one of that kind opened once and kept (auto selects
+// one driver, CUDA first, but a MUSA tensor still needs MUSA's); nullptr when there is none or
+// MATE_DEVICE_DRIVER names the other driver. Throws ConfigError for a bad MATE_DEVICE_DRIVER.
+DriverBackend* driver_backend_for(Kind kind);
+
 // How many times any driver backend of `kind` in this process mapped device memory: the guarded
 // allocator's install refuses to start after the first (the seed's "must be installed before the
 // first MUSA allocation in the process").
