@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -47,7 +48,10 @@ CLI::Validator tolerance_value() {
         auto [end, ec] = std::from_chars(begin, text.data() + text.size(), v);
         if (text.empty() || end != text.data() + text.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
           return "'" + text + "' is not a number" + accepted;
-        if (ec == std::errc::result_out_of_range || !std::isfinite(v)) return "'" + text + "' is not finite" + accepted;
+        // Out of range is too large (not finite) or too small (1e-400: as good as 0).
+        if (ec == std::errc::result_out_of_range && std::isinf(std::strtod(std::string(begin, end).c_str(), nullptr)))
+          return "'" + text + "' is not finite" + accepted;
+        if (!std::isfinite(v)) return "'" + text + "' is not finite" + accepted;
         if (v < 0) return "'" + text + "' is negative" + accepted;
         return "";
       },

@@ -185,17 +185,24 @@ namespace {
 
 constexpr const char* kTrashPrefix = ".mate-trash-";
 
-// Removes what a clear-cache killed midway left: .mate-trash-<this host>-<pid>-<n> directories
-// under `parent` whose process is dead. One whose process lives is still being deleted by it.
+// Removes what a clear-cache killed midway left: .mate-trash-<pid>-<n>@<host> directories under
+// `parent`, of this host (a host name holds no '@', so the name parses from the end without
+// doubt), whose process is dead. One whose process lives is still being deleted by it.
 void remove_dead_trash(const std::string& parent, ClearResult& r) {
-  std::string prefix = kTrashPrefix + hostname() + "-";
+  const std::string suffix = "@" + hostname();
   std::error_code ec;
   for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
     std::string name = it->path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
+    if (name.rfind(kTrashPrefix, 0) != 0 || name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string middle = name.substr(std::strlen(kTrashPrefix), name.size() - suffix.size() - std::strlen(kTrashPrefix));
     char* after = nullptr;
-    long pid = std::strtol(name.c_str() + prefix.size(), &after, 10);
+    long pid = std::strtol(middle.c_str(), &after, 10);
     if (pid <= 0 || after == nullptr || *after != '-') continue;
+    char* end_of_n = nullptr;
+    (void)std::strtol(after + 1, &end_of_n, 10);
+    if (end_of_n == after + 1 || *end_of_n != '\0') continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
     r.leftover_bytes += directory_size(it->path().string());
     r.leftovers.push_back(it->path().string());
@@ -219,7 +226,7 @@ ClearResult clear_cache(bool all_versions) {
   // name says whose it is, so a later run can finish the job if this one is killed.
   static std::atomic<unsigned> counter{0};
   std::string parent = fs::path(r.path).parent_path().string();
-  std::string trash = fmt::format("{}/{}{}-{}-{}", parent, kTrashPrefix, hostname(), getpid(), counter++);
+  std::string trash = fmt::format("{}/{}{}-{}@{}", parent, kTrashPrefix, getpid(), counter++, hostname());
   if (::rename(r.path.c_str(), trash.c_str()) != 0)
     throw ModuleError(ModuleError::Kind::CacheError,
                       fmt::format("cannot remove {}: {}", r.path, std::strerror(errno)));

@@ -28,11 +28,19 @@ bool is_executable_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// Lexically absolute: symlinks stay as they are (a ccache link behaves by its name).
+// Absolute, symlinks kept as they are (a ccache link behaves by its name). "x/./c++" is written
+// "x/c++" (one key for one name), but "a/../c++" stays when a is a symlink: the normal form would
+// name another file.
 std::string absolute_path(const std::string& path) {
   std::error_code ec;
   std::filesystem::path p = std::filesystem::absolute(path, ec);
-  return ec ? path : p.lexically_normal().string();
+  if (ec) return path;
+  const std::string normal = p.lexically_normal().string();
+  struct stat as_given {}, as_normal {};
+  if (::stat(p.c_str(), &as_given) == 0 && ::stat(normal.c_str(), &as_normal) == 0 &&
+      as_given.st_dev == as_normal.st_dev && as_given.st_ino == as_normal.st_ino)
+    return normal;
+  return p.string();
 }
 
 // The variables nvcc reads from its environment and the key records: an override in this

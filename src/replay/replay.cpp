@@ -408,18 +408,25 @@ CallResult run_call(const CallRecord& call, const Options& o) {
 // Reads call.json and replays it; `starting` hears of the call first.
 CallResult replay_dir(const std::string& dir, const Options& options,
                       const std::function<void(const std::string&, const std::string&)>& starting) {
+  // The caller's callback runs outside the try: an exception of its own (stdout closed) is not
+  // this call's error and must not skip the call silently; it goes to the caller.
   CallResult r;
   r.dir = dir;
-  bool announced = false;
+  CallRecord call;
   try {
-    CallRecord call = dump::read_call(dir);
-    r.function = call.function;
-    r.seq = call.seq;
-    announced = true;
-    if (starting) starting(dir, call.function);
+    call = dump::read_call(dir);
+  } catch (const std::exception& e) {
+    if (starting) starting(dir, "");  // call.json unreadable: reported as the error
+    r.outcome = Outcome::Error;
+    r.message = e.what();
+    return r;
+  }
+  if (starting) starting(dir, call.function);
+  try {
     return run_call(call, options);
   } catch (const std::exception& e) {
-    if (starting && !announced) starting(dir, "");  // call.json unreadable: reported as the error
+    r.function = call.function;
+    r.seq = call.seq;
     r.outcome = Outcome::Error;
     r.message = e.what();
   }

@@ -186,7 +186,7 @@ TEST_F(JitProcesses, ClearCacheRemovesWhatAKilledClearCacheLeftButNotWhatALiveOn
   ASSERT_GT(dead, 0);
   ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
   auto make_trash = [&](const std::string& parent, pid_t pid) {
-    std::string trash = parent + "/.mate-trash-" + host + "-" + std::to_string(pid) + "-0";
+    std::string trash = parent + "/.mate-trash-" + std::to_string(pid) + "-0@" + host;
     fs::create_directories(trash + "/x86_64/cached_ops/m");
     std::ofstream(trash + "/x86_64/cached_ops/m/module.so") << "0123456789";
     return trash;
@@ -194,6 +194,9 @@ TEST_F(JitProcesses, ClearCacheRemovesWhatAKilledClearCacheLeftButNotWhatALiveOn
   std::string dead_version = make_trash(workspace + "/.cache/mate", dead);
   std::string dead_all = make_trash(workspace + "/.cache", dead);
   std::string alive = make_trash(workspace + "/.cache/mate", getpid());
+  // Another host's, whose name would read as a dead pid of ours if parsed from the front.
+  std::string other_host = workspace + "/.cache/mate/.mate-trash-" + std::to_string(dead) + "-0@" + host + "-x";
+  fs::create_directories(other_host);
   RunResult clear = run({MATE_BINARY, "clear-cache"}, with_env(env()));
   ASSERT_EQ(clear.exit_code, 0) << clear.err;
   EXPECT_THAT(clear.out, HasSubstr("removed " + dead_version + ", left by an interrupted clear-cache"));
@@ -202,6 +205,7 @@ TEST_F(JitProcesses, ClearCacheRemovesWhatAKilledClearCacheLeftButNotWhatALiveOn
   EXPECT_FALSE(fs::exists(dead_version));
   EXPECT_FALSE(fs::exists(dead_all));
   EXPECT_TRUE(fs::exists(alive + "/x86_64/cached_ops/m/module.so")) << "its owner is alive";
+  EXPECT_TRUE(fs::exists(other_host)) << "another host's";
 }
 
 TEST_F(JitProcesses, CorruptLibraryIsSetAsideAndRebuilt) {
