@@ -4,12 +4,13 @@
 // would run such a program unguarded and report nothing, which reads as "no bug found".
 #include "preload_reach.hpp"
 
+#include "mate/config.hpp"
+
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -21,8 +22,8 @@ namespace {
 // of that name in PATH.
 std::string find_program(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  const std::string path = config::path();
+  std::string_view dirs = !path.empty() ? std::string_view(path) : "/usr/local/bin:/usr/bin:/bin";
   while (true) {
     const std::size_t colon = dirs.find(':');
     std::string dir(dirs.substr(0, colon));
