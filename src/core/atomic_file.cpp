@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cerrno>
 
+#include "mate/core/file_size_limit.hpp"
+
 namespace mate::core {
 
 std::error_code write_file_atomically(const std::string& path, std::string_view content,
@@ -23,6 +25,10 @@ std::error_code write_file_atomically(const std::string& path, std::string_view 
   };
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) return fail("create temporary file", -1);
+  if (exceeds_file_size_limit(content.size())) {
+    errno = EFBIG;  // as a full disk would fail it, instead of SIGXFSZ killing the program
+    return fail("write", fd);
+  }
   std::size_t done = 0;
   while (done < content.size()) {
     ssize_t n = ::write(fd, content.data() + done, content.size() - done);

@@ -1,12 +1,19 @@
 // The log sink: one write(2) per record on an O_APPEND descriptor, stderr as the fallback.
+// Files get their space reserved before a record is written, so that a record is in the file
+// whole or not at all (see the contract in log_sink.hpp).
 #include "mate/core/log_sink.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include "mate/core/file_size_limit.hpp"
 
 namespace mate::core {
 
@@ -25,24 +32,54 @@ std::string expand_pid(std::string_view pattern, long pid) {
 
 namespace {
 
-void write_all(int fd, const char* data, std::size_t size, int* error) noexcept {
-  *error = 0;
+// Reserving ahead keeps fallocate off most writes; what is reserved past the last record stays
+// allocated beyond the end of the file (KEEP_SIZE: the file's size is unchanged).
+constexpr std::uint64_t kReserveAhead = 64 * 1024;
+
+// Bumped in every forked child: a sink opened under another generation belongs to the parent.
+std::atomic<unsigned> g_fork_generation{0};
+
+void on_fork_child() noexcept { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+void watch_forks() {
+  static const bool registered = [] {
+    ::pthread_atfork(nullptr, nullptr, on_fork_child);
+    return true;
+  }();
+  (void)registered;
+}
+
+bool is_regular(int fd, struct stat* st) noexcept { return ::fstat(fd, st) == 0 && S_ISREG(st->st_mode); }
+
+// EFBIG when writing `size` bytes to `fd` would cross RLIMIT_FSIZE (the kernel would raise
+// SIGXFSZ); 0 otherwise. Only regular files have the limit; unlimited is the common, cheap case.
+int check_limit(int fd, std::size_t size) noexcept {
+  const std::uint64_t limit = file_size_limit();
+  if (limit == kNoFileSizeLimit) return 0;
+  struct stat st {};
+  if (!is_regular(fd, &st)) return 0;
+  const int flags = ::fcntl(fd, F_GETFL);
+  const off_t pos = flags >= 0 && (flags & O_APPEND) ? st.st_size : ::lseek(fd, 0, SEEK_CUR);
+  return pos >= 0 && static_cast<std::uint64_t>(pos) + size > limit ? EFBIG : 0;
+}
+
+// stdout, stderr or a pipe or device named as the destination: the whole record, continuing
+// partial writes (pipes). Returns 0 or the errno.
+int write_stream(int fd, const char* data, std::size_t size) noexcept {
+  if (int error = check_limit(fd, size); error != 0) return error;
   while (size > 0) {
     ssize_t n = ::write(fd, data, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      *error = errno;
-      return;
+      return errno;
     }
     data += n;
     size -= static_cast<std::size_t>(n);
   }
+  return 0;
 }
 
-void say(const std::string& message) noexcept {
-  int ignored;
-  write_all(2, message.data(), message.size(), &ignored);
-}
+void say(const std::string& message) noexcept { write_stream(2, message.data(), message.size()); }
 
 }  // namespace
 
@@ -58,20 +95,48 @@ std::unique_ptr<LogSink> LogSink::open(std::string_view destination) {
     sink->fd_ = 2;
     return sink;
   }
-  sink->path_ = expand_pid(destination, static_cast<long>(::getpid()));
-  std::filesystem::path parent = std::filesystem::path(sink->path_).parent_path();
+  sink->pattern_ = destination;
+  sink->per_process_ = destination.find("%i") != std::string_view::npos;
+  if (sink->per_process_) watch_forks();
+  sink->open_file();
+  return sink;
+}
+
+// Opens pattern_ for this process; on failure falls back to stderr.
+void LogSink::open_file() {
+  opened_in_.store(g_fork_generation.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  path_ = expand_pid(pattern_, static_cast<long>(::getpid()));
+  std::filesystem::path parent = std::filesystem::path(path_).parent_path();
   if (!parent.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);  // open() below reports what matters
   }
-  int fd = ::open(sink->path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
-    sink->fall_back(errno);
-    return sink;
+    fall_back(errno);
+    return;
   }
-  sink->owned_ = fd;
-  sink->fd_ = fd;
-  return sink;
+  owned_ = fd;
+  fd_.store(fd, std::memory_order_relaxed);
+}
+
+// In a forked child, the first write of a "%i" sink: the parent's file is the parent's. The
+// child closes its copy of the descriptor and opens the file named by its own pid.
+void LogSink::reopen_after_fork() noexcept {
+  std::lock_guard lock(reopen_mutex_);
+  if (opened_in_.load(std::memory_order_acquire) == g_fork_generation.load(std::memory_order_relaxed)) return;
+  if (owned_ >= 0) ::close(owned_);
+  owned_ = -1;
+  fd_.store(2, std::memory_order_relaxed);
+  fallback_.store(false, std::memory_order_relaxed);  // the child's own file gets its own message
+  reserved_end_.store(0, std::memory_order_relaxed);
+  const unsigned generation = g_fork_generation.load(std::memory_order_relaxed);
+  try {
+    open_file();
+  } catch (...) {
+    fall_back(ENOMEM);
+  }
+  opened_in_.store(generation, std::memory_order_release);  // last: other threads now use fd_
 }
 
 LogSink::~LogSink() {
@@ -89,13 +154,71 @@ void LogSink::fall_back(int error) noexcept {
   }
 }
 
+// Makes sure the file's blocks up to `size + bytes` are allocated, so the write cannot run out
+// of space halfway. Returns 0, or the errno that means the record does not fit.
+int LogSink::reserve(int fd, std::uint64_t size, std::uint64_t bytes, std::uint64_t limit) noexcept {
+  const std::uint64_t end = size + bytes;
+  if (reserve_unsupported_.load(std::memory_order_relaxed) || end <= reserved_end_.load(std::memory_order_relaxed))
+    return 0;
+  // Ahead, but never past RLIMIT_FSIZE: tmpfs checks the limit (and raises SIGXFSZ) even for
+  // space reserved beyond the end of the file.
+  std::uint64_t ahead = std::min(std::max(end, size + kReserveAhead), limit);
+  for (std::uint64_t want : {ahead, end}) {
+    int r;
+    do {
+      r = ::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(size), static_cast<off_t>(want - size));
+    } while (r != 0 && errno == EINTR);
+    if (r == 0) {
+      reserved_end_.store(want, std::memory_order_relaxed);
+      return 0;
+    }
+    if (errno != ENOSPC && errno != EDQUOT && errno != EFBIG) {
+      // No fallocate here (some FUSE and network file systems): write unreserved; append()
+      // takes a partial record back.
+      reserve_unsupported_.store(true, std::memory_order_relaxed);
+      return 0;
+    }
+    if (want == end) return errno;
+  }
+  return 0;
+}
+
+// One record onto the sink's own O_APPEND file: whole, or nothing. Returns 0 or the errno.
+int LogSink::append(int fd, std::string_view record) noexcept {
+  struct stat st {};
+  if (!is_regular(fd, &st)) return write_stream(fd, record.data(), record.size());  // a FIFO, /dev/null
+  const std::uint64_t size = static_cast<std::uint64_t>(st.st_size), bytes = record.size();
+  const std::uint64_t limit = file_size_limit();
+  if (size + bytes > limit) return EFBIG;
+  if (int error = reserve(fd, size, bytes, limit); error != 0) return error;
+  ssize_t n;
+  do {
+    n = ::write(fd, record.data(), record.size());
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(bytes)) return 0;
+  if (n <= 0) return n < 0 ? errno : ENOSPC;
+  // Short: out of space after all (unreserved, or another process took the reserved blocks), or
+  // stopped at the file-size limit (another process's append moved ours past the check above).
+  // Continuing would tear the record; take the part back when it is still the file's end.
+  // (Another process appending between the fstat and the ftruncate would lose its record; that
+  // needs a full disk and a write landing within those few microseconds.)
+  const bool at_end =
+      ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size + static_cast<std::uint64_t>(n);
+  const bool at_limit = static_cast<std::uint64_t>(st.st_size) >= limit;
+  if (at_end && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    // Nothing better to do: the record still goes to stderr whole.
+  }
+  return at_limit ? EFBIG : ENOSPC;
+}
+
 void LogSink::write(std::string_view record) noexcept {
-  int fd = fd_.load(std::memory_order_relaxed);
-  int error = 0;
-  write_all(fd, record.data(), record.size(), &error);
+  if (per_process_ && opened_in_.load(std::memory_order_acquire) != g_fork_generation.load(std::memory_order_relaxed))
+    reopen_after_fork();
+  const int fd = fd_.load(std::memory_order_relaxed);
+  const int error = fd == owned_ ? append(fd, record) : write_stream(fd, record.data(), record.size());
   if (error != 0 && fd != 2) {
     fall_back(error);
-    write_all(2, record.data(), record.size(), &error);
+    write_stream(2, record.data(), record.size());
   }
 }
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "mate/core/file_size_limit.hpp"
 #include "mate/dump/tensor_file.hpp"
 
 namespace mate::dump::detail {
@@ -67,6 +68,12 @@ void NewFile::fail(const char* step) {
 
 bool NewFile::write(const void* data, std::size_t bytes) {
   if (!ok()) return false;
+  // The file is new and only this object writes it, so `written_` is its size.
+  if (core::exceeds_file_size_limit(written_ + bytes)) {
+    errno = EFBIG;  // fails like a full disk, instead of SIGXFSZ killing the program
+    fail("write");
+    return false;
+  }
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
     ssize_t n = ::write(fd_, p, bytes);

@@ -26,7 +26,9 @@ class NewFile {
 
   bool ok() const noexcept { return error_.empty(); }
   const std::string& error() const noexcept { return error_; }
-  // Appends; on failure records "write <path>: <strerror>" and returns false.
+  // Appends; on failure records "write <path>: <strerror>" and returns false. Bytes that would
+  // take the file past RLIMIT_FSIZE are refused first, as EFBIG ("File too large"): SIGXFSZ would
+  // kill the host program.
   bool write(const void* data, std::size_t bytes);
   // fsync, close, rename to `path`; keeps it only when every step succeeded.
   bool commit();

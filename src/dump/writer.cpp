@@ -152,6 +152,17 @@ bool ensure_root_locked(State& s) {
   return true;
 }
 
+// Says once where the dumps go; only once the root is usable, so that it never announces dumps
+// that an unusable MATE_DUMP_DIR then disables.
+void show_banner_locked(State& s) {
+  if (s.banner_shown) return;
+  s.banner_shown = true;
+  std::error_code ec;
+  fs::path abs = fs::absolute(s.settings.root, ec);
+  warn("MATE_LOGLEVEL=10: dumping the inputs and outputs of API calls to " + (ec ? s.settings.root : abs.string()) +
+       " (dumps can hold sensitive data; the directory is created with mode 0700)");
+}
+
 std::string utc_now(bool for_name) {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
@@ -396,13 +407,6 @@ class Writer final : public log::CallHook {
       std::lock_guard lock(s.mutex);
       if (!s.loaded) load_locked(s);
       if (!s.settings.enabled) return;
-      if (!s.banner_shown) {
-        s.banner_shown = true;
-        std::error_code ec;
-        fs::path abs = fs::absolute(s.settings.root, ec);
-        warn("MATE_LOGLEVEL=10: dumping the inputs and outputs of API calls to " + (ec ? s.settings.root : abs.string()) +
-             " (dumps can hold sensitive data; the directory is created with mode 0700)");
-      }
       if (!core::selected(call.name, s.settings.include, s.settings.exclude)) return;
       if (s.totals.calls >= static_cast<std::uint64_t>(s.settings.max_count)) {
         ++s.totals.skipped_count;
@@ -436,6 +440,7 @@ class Writer final : public log::CallHook {
         return;
       }
       if (!ensure_root_locked(s)) return;
+      show_banner_locked(s);
       if (s.first_started.empty() || s.first_pid != ::getpid()) {
         s.first_started = d.meta["started"].get<std::string>();
         s.first_pid = ::getpid();

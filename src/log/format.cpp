@@ -36,6 +36,31 @@ std::string number(double v) { return fmt::format("{:.6g}", v); }
 
 // ---- text ----
 
+// A string from the program as the text format shows it: control characters, backslashes and
+// (inside quotes) double quotes escaped as in JSON, so that no value can start a line that looks
+// like a record of its own. Other bytes, UTF-8 included, are kept.
+std::string escaped(std::string_view s, bool quoted) {
+  std::string out;
+  out.reserve(s.size() + (quoted ? 2 : 0));
+  if (quoted) out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"': out += quoted ? "\\\"" : "\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+        else
+          out += c;
+    }
+  }
+  if (quoted) out += '"';
+  return out;
+}
+
 void text_stats(std::string& out, const tensor::TensorView& v, const std::string& indent) {
   tensor::StatsResult r = tensor::compute_stats(v);
   if (!r.stats) {
@@ -54,7 +79,7 @@ void text_stats(std::string& out, const tensor::TensorView& v, const std::string
 }
 
 void text_arg(std::string& out, const Arg& a, const std::string& indent, int level) {
-  out += fmt::format("{}{}: ", indent, a.name);
+  out += indent + escaped(a.name, false) + ": ";
   switch (a.kind) {
     case Arg::Kind::None:
       out += fmt::format("None ({})\n", a.type);
@@ -72,10 +97,10 @@ void text_arg(std::string& out, const Arg& a, const std::string& indent, int lev
       out += a.type == "f32" ? fmt::format("f32 {}\n", static_cast<float>(a.f)) : fmt::format("f64 {}\n", a.f);
       return;
     case Arg::Kind::String:
-      out += fmt::format("str \"{}\"\n", a.s);
+      out += "str " + escaped(a.s, true) + "\n";
       return;
     case Arg::Kind::Enum:
-      out += a.s.empty() ? fmt::format("enum {}\n", a.i) : fmt::format("enum {} ({})\n", a.s, a.i);
+      out += a.s.empty() ? fmt::format("enum {}\n", a.i) : fmt::format("enum {} ({})\n", escaped(a.s, false), a.i);
       return;
     case Arg::Kind::List:
       out += fmt::format("list of {}\n", a.items.size());
@@ -108,8 +133,8 @@ std::string text_record(const Header& h, Event event, int level, const std::vect
       if (outcome->exception_type.empty() && outcome->exception_message.empty()) {
         out += "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n";
       } else {
-        if (!outcome->exception_type.empty()) out += outcome->exception_type + ": ";
-        out += outcome->exception_message + "\n";
+        if (!outcome->exception_type.empty()) out += escaped(outcome->exception_type, false) + ": ";
+        out += escaped(outcome->exception_message, false) + "\n";
       }
       break;
   }

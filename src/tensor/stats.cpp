@@ -126,6 +126,14 @@ void float_run(const unsigned char* p, std::int64_t n, std::int64_t stride, Acc&
 constexpr std::int64_t kBlock = 2048;  // elements per block of the contiguous kernels
 constexpr std::int64_t kPrefetchBytes = 2048;
 
+// The sum of n finite values in double: what a block's float lane sums give when they overflow.
+template <class Raw, class Conv>
+double sum_in_double(const unsigned char* p, std::int64_t n, Conv conv) {
+  double sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(conv(load<Raw>(p, i)));
+  return sum;
+}
+
 // The common case, all values finite, without classifying each one: lane-wise min, max and sum
 // plus a check that stays 0 only while every value is finite (x * 0 is NaN for NaN and ±Inf).
 // Written so the compiler vectorizes it. Returns false when the block holds a non-finite value;
@@ -162,9 +170,17 @@ bool finite_block(const unsigned char* p, std::int64_t n, Acc& acc, Conv conv) {
     s[0] += v;
     chk[0] += v * V(0);
   }
-  V check = 0;
+  V check = 0, overflow = 0;
   for (int j = 0; j < L; ++j) check += chk[j];
   if (!(check == V(0))) return false;
+  // A lane sum that overflowed stays Inf or NaN, so `overflow` (the same x * 0 test) is 0 unless
+  // one did: finite values near the type's maximum (2e38 in f32) are then summed again in double,
+  // as the strided path sums them, instead of giving an Inf mean. Rare; the block is still in L1.
+  for (int j = 0; j < L; ++j) overflow += s[j] * V(0);
+  if (!(overflow == V(0))) {
+    acc.sum += sum_in_double<Raw>(p, n, conv);
+    for (int j = 0; j < L; ++j) s[j] = 0;
+  }
   for (int j = 0; j < L; ++j) {
     acc.sum += static_cast<double>(s[j]);
     acc.min = std::min(acc.min, static_cast<double>(mn[j]));
@@ -230,6 +246,8 @@ bool finite_block_bf16(const unsigned char* p, std::int64_t n, Acc& acc) {
   }
   if (worst_bits >= 0x7f80) return false;
   if (n == 0) return true;
+  // As in finite_block: f32 lane sums of values near the bf16 maximum overflow; sum in double.
+  if (!std::isfinite(sum)) sum = sum_in_double<std::uint16_t>(p, n, Bf16{});
   auto value = [](std::int16_t key) {
     return static_cast<double>(bf16_to_float(static_cast<std::uint16_t>(key ^ ((key >> 15) & 0x7fff))));
   };
@@ -242,7 +260,8 @@ bool finite_block_bf16(const unsigned char* p, std::int64_t n, Acc& acc) {
 
 // Contiguous runs go block by block through finite_block; strided runs (and blocks with a
 // NaN or Inf) through the classifying float_run. Blocks are small enough for L1 and for float
-// lane sums to stay accurate (each lane adds at most kBlock / 16 values before the double sum).
+// lane sums to stay accurate (each lane adds at most kBlock / 16 values before the double sum);
+// a block whose lane sums overflow is summed again in double, so no path gives an Inf mean.
 template <class Raw, class V, class Conv>
 void float_elements(const unsigned char* p, std::int64_t n, std::int64_t stride, Acc& acc, Conv conv) {
   if (stride != 1) return float_run<Raw, V>(p, n, stride, acc, conv);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -34,6 +36,29 @@ TEST(AtomicFile, FailureLeavesTheOldFileAndSaysWhichStep) {
   auto ec = mate::core::write_file_atomically("/nonexistent-dir/x", "data", 0644, &step);
   EXPECT_TRUE(ec);
   EXPECT_EQ(step, "create temporary file");
+}
+
+// Content past RLIMIT_FSIZE fails at "write" with EFBIG and leaves the old file; SIGXFSZ (left at
+// its default action, which kills) is never raised.
+TEST(AtomicFile, AFileSizeLimitFailsTheWriteInsteadOfKillingTheProcess) {
+  TempDir dir("mate_atomic_fsize");
+  const std::string path = (dir / "call.json").string();
+  ASSERT_FALSE(mate::core::write_file_atomically(path, "old", 0600));
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rlimit lim{100, RLIM_INFINITY};
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) std::_Exit(91);
+    std::string step;
+    std::error_code ec = mate::core::write_file_atomically(path, std::string(1000, 'x'), 0600, &step);
+    std::_Exit(ec == std::errc::file_too_large && step == "write" ? 0 : 3);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: not EFBIG at the write step";
+  EXPECT_EQ(read_file(path), "old");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path), {}), 1) << "a temporary is left";
 }
 
 std::size_t provider_a(char* buf, std::size_t cap) noexcept {

@@ -595,7 +595,8 @@ TEST_F(DumpTest, UnreadableMemoryIsRecordedOnTheArgument) {
 }
 
 // A file-size limit makes the second call's dump fail mid-write: that call's directory is
-// marked failed, the first dump is intact, the program keeps running and dumping.
+// marked failed, the first dump is intact, the program keeps running and dumping. SIGXFSZ keeps
+// its default action (kill): the writer checks the limit rather than let a write raise it.
 TEST_F(DumpTest, AnIoErrorMarksTheCallFailedAndDamagesNothing) {
   const fs::path err_file = root_ / "child_stderr.txt";
   fs::create_directories(root_);
@@ -604,7 +605,6 @@ TEST_F(DumpTest, AnIoErrorMarksTheCallFailedAndDamagesNothing) {
   if (pid == 0) {
     FILE* e = std::freopen(err_file.c_str(), "w", stderr);
     (void)e;
-    std::signal(SIGXFSZ, SIG_IGN);
     rlimit lim{1 << 20, 1 << 20};
     ::setrlimit(RLIMIT_FSIZE, &lim);
     F32 small({1, 2}, {2}), out({0, 0}, {2});
@@ -650,6 +650,20 @@ TEST_F(DumpTest, AnUnusableDumpDirectoryDisablesDumpsWithOneMessage) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("cannot create MATE_DUMP_DIR="), std::string::npos) << err;
   EXPECT_EQ(err.find("cannot create"), err.rfind("cannot create")) << err;
+}
+
+// A MATE_DUMP_DIR that is a regular file: the one message says why dumps are off, and no banner
+// announces dumps that never happen.
+TEST_F(DumpTest, ADumpDirectoryThatIsAFileIsReportedWithoutTheBanner) {
+  fs::create_directories(root_);
+  std::ofstream(root_ / "file") << "x";
+  configure({{Var::MATE_DUMP_DIR, (root_ / "file").string()}});
+  F32 x({1}, {1});
+  ::testing::internal::CaptureStderr();
+  skip_me(&x.dl);
+  skip_me(&x.dl);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "mate: level-10 dumps disabled: MATE_DUMP_DIR=" + (root_ / "file").string() + " is not a directory\n");
 }
 
 TEST_F(DumpTest, ListsAndScalarsAreRecordedByValueAndTensorListsByFile) {

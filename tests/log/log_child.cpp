@@ -4,10 +4,15 @@
 //   stress THREADS N   THREADS threads, each making N instrumented calls with large records
 //   overflow           an instrumented call that writes one element past a heap buffer (for
 //                      `mate guard-run`, whose report names the call in flight)
+//   fork               a call, fork(); the child makes 2 calls, the parent 1 more after it; each
+//                      prints its pid on stdout ("parent P" / "child C")
 // The configuration comes from the environment (MATE_LOGLEVEL, MATE_LOGDEST, MATE_LOGFORMAT).
 #include <sys/mman.h>
 
+#include <sys/wait.h>
+
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -62,6 +67,23 @@ int main(int argc, char** argv) {
     if (mode == "crash-context") std::signal(SIGSEGV, on_segv);
     crashing_kernel(&t, 128, "before-the-fault");
     return 0;
+  }
+  if (mode == "fork") {
+    payload({&t}, 1, "before fork");
+    std::fflush(stdout);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      payload({&t}, 2, "child");
+      payload({&t}, 3, "child");
+      std::printf("child %d\n", static_cast<int>(::getpid()));
+      std::fflush(stdout);
+      _exit(0);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    payload({&t}, 4, "after fork");
+    std::printf("parent %d\n", static_cast<int>(::getpid()));
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
   }
   if (mode == "overflow") {
     overflowing_kernel(&t, 64);

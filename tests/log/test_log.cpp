@@ -159,6 +159,28 @@ TEST_F(LogTest, ExceptionsAreLoggedWithMessageAndRethrown) {
   EXPECT_EQ(text.find("Boom.run outputs"), std::string::npos);
 }
 
+// Strings from the program cannot fake records: control characters, backslashes and quotes are
+// escaped as in JSON, so each record keeps its own lines.
+TEST_F(LogTest, TextEscapesStringsSoTheyCannotFakeRecordLines) {
+  configure(3);
+  const std::string fake = "x\"\n[2026-01-01T00:00:00.000000Z pid 1 tid 1 #99] Fake.call inputs\n  y: \\ \t\x01";
+  EXPECT_THROW(MATE_API("Quote.run", fake).run([&]() -> int { throw std::runtime_error("line one\nline \"two\""); }),
+               std::runtime_error);
+  const std::string text = log();
+  EXPECT_NE(text.find("  fake: str \"x\\\"\\n[2026-01-01T00:00:00.000000Z pid 1 tid 1 #99] Fake.call inputs\\n  y: "
+                      "\\\\ \\t\\u0001\"\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("us): std::runtime_error: line one\\nline \"two\"\n"), std::string::npos) << text;
+  std::istringstream lines(text);
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    EXPECT_TRUE(line.starts_with("[") || line.starts_with("  ")) << "a line of neither a header nor an argument: " << line;
+  }
+  EXPECT_EQ(n, 3) << "inputs header, one argument, exception header:\n" << text;
+  EXPECT_EQ(text.find("Fake.call inputs\n"), std::string::npos) << text;
+}
+
 TEST_F(LogTest, JsonIsOneObjectPerLineWithTheSameFields) {
   configure(5, "json");
   Buffer in({1, 2}), out({0, 0});

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -114,6 +115,28 @@ TEST(LogProcesses, RecordsFromThreadsAndProcessesSharingAFileStayWhole) {
 }  // namespace
 
 namespace {
+
+// MATE_LOGDEST with %i names the current process: a forked child logs into a file of its own
+// pid, not into its parent's.
+TEST(LogProcesses, AForkedChildLogsToItsOwnPercentIFile) {
+  const std::filesystem::path dir = scratch("fork");
+  auto r = mate::testing::run({MATE_LOG_CHILD, "fork"},
+                              with_env({{"MATE_LOGLEVEL", "1"}, {"MATE_LOGDEST", (dir / "%i.log").string()}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int parent = 0, child = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "child %d\nparent %d", &child, &parent), 2) << r.out;
+  auto records = [&](int pid) {
+    const std::string text = mate::testing::read_file(dir / (std::to_string(pid) + ".log"));
+    std::size_t n = 0, own = 0;
+    for (std::size_t at = text.find("] Stress.call\n"); at != std::string::npos; at = text.find("] Stress.call\n", at + 1)) ++n;
+    const std::string tag = " pid " + std::to_string(pid) + " ";
+    for (std::size_t at = text.find(tag); at != std::string::npos; at = text.find(tag, at + 1)) ++own;
+    EXPECT_EQ(own, n) << "records of another process in " << pid << ".log:\n" << text;
+    return n;
+  };
+  EXPECT_EQ(records(parent), 2u) << "the parent's calls before and after the fork";
+  EXPECT_EQ(records(child), 2u) << "the child's calls";
+}
 
 TEST(LogProcesses, UnwritableDestinationFallsBackToStderrAndTheProgramRuns) {
   std::string blocker = scratch("not_a_dir").string();

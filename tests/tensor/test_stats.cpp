@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "host_memory_device.hpp"
@@ -255,6 +257,45 @@ TEST(Stats, LongRunsAgreeWithAReferenceWithAndWithoutNonFiniteValues) {
       EXPECT_EQ(s.min, mn);
       EXPECT_EQ(s.max, mx);
       EXPECT_NEAR(s.mean, sum / static_cast<double>(finite), 1e-9);
+    }
+  }
+}
+
+// Values near the type's maximum: a contiguous block's lane sums (kept in the element type for
+// speed) overflow; the mean must be the one the strided path gives, never Inf. f32 and bf16
+// (the two whose lane sums are f32), contiguous and every other element of a larger buffer,
+// with a run short of one block, several blocks, and cancelling signs.
+TEST(Stats, ValuesNearTheMaximumHaveTheSameFiniteMeanContiguousAndStrided) {
+  const float big = 2e38f;
+  const std::uint16_t big_bf16 = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(big) >> 16);
+  const double big_as_bf16 = bf16_to_float(big_bf16);
+  for (int n : {32, 5000}) {
+    for (bool cancel : {false, true}) {
+      // The same values packed, and at every other element of a buffer twice as long.
+      std::vector<float> f(n), f2(2 * n, 1.0f);
+      std::vector<std::uint16_t> b(n), b2(2 * n, 0x3f80);
+      double fsum = 0, bsum = 0;
+      for (int i = 0; i < n; ++i) {
+        const bool negative = cancel && i % 4 >= 2;  // ++-- : lanes overflow on the way, then cancel
+        f[i] = f2[2 * i] = negative ? -big : big;
+        b[i] = b2[2 * i] = static_cast<std::uint16_t>(big_bf16 | (negative ? 0x8000 : 0));
+        fsum += negative ? -static_cast<double>(big) : big;
+        bsum += negative ? -big_as_bf16 : big_as_bf16;
+      }
+      std::vector<std::int64_t> shape{n}, every_other{2};
+      for (auto [data, spread, type, sum] :
+           {std::tuple<const void*, const void*, ScalarType, double>{f.data(), f2.data(), ScalarType::F32, fsum},
+            {b.data(), b2.data(), ScalarType::BF16, bsum}}) {
+        SCOPED_TRACE(dtype_name(dl_view(data, type, shape).dtype) + " n=" + std::to_string(n) +
+                     (cancel ? " cancelling" : ""));
+        const Stats contiguous = host_stats(dl_view(data, type, shape));
+        const Stats strided = host_stats(dl_view(spread, type, shape, &every_other));
+        EXPECT_EQ(contiguous.finite, n);
+        EXPECT_EQ(strided.finite, n);
+        EXPECT_TRUE(std::isfinite(contiguous.mean)) << contiguous.mean;
+        EXPECT_DOUBLE_EQ(contiguous.mean, sum / n);
+        EXPECT_DOUBLE_EQ(strided.mean, sum / n);
+      }
     }
   }
 }

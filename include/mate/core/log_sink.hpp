@@ -3,16 +3,27 @@
 // Contract:
 //  * A destination is "stdout", "stderr" or a file path; every "%i" in a path becomes the
 //    process id. A file is opened for append (O_APPEND) and its directory is created if missing.
-//  * write(record) hands the whole record to the kernel in one write(2) call (a partial write is
-//    completed by further calls, which only happens on pipes and full disks). Appends to one file
-//    from several threads or processes therefore never interleave inside a record.
-//  * The host program never fails because of logging: an unopenable destination, or a write that
-//    fails later, prints one message on stderr naming the path and the error, and the sink falls
-//    back to stderr. Nothing here throws.
+//    A path with "%i" names the current process: a forked child opens its own file on its first
+//    write (a pthread_atfork handler bumps a counter; the fast path compares it, no syscall).
+//  * write(record) hands the whole record to the kernel in one write(2) call. Appends to one file
+//    from several threads or processes therefore never interleave inside a record. On a pipe a
+//    partial write is completed by further calls.
+//  * A record never tears in a file: before the write, the space is reserved at the end of the
+//    file (fallocate, FALLOC_FL_KEEP_SIZE, ahead in 64 KiB steps) and the process's file-size
+//    limit (RLIMIT_FSIZE) is checked; when either says the record does not fit, nothing goes to
+//    the file. Should a write still come back short (a file system without fallocate), the
+//    partial record is cut off again (ftruncate) when nothing was appended after it.
+//  * The host program never fails because of logging: an unopenable destination, a full disk,
+//    a record past RLIMIT_FSIZE (checked first: the write would raise SIGXFSZ and kill the
+//    program) or any other write error prints one message on stderr naming the path and the
+//    error, and the sink falls back to stderr, where the record is written whole. Nothing here
+//    throws, and no signal disposition is changed.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -26,10 +37,12 @@ class LogSink {
   LogSink(const LogSink&) = delete;
   LogSink& operator=(const LogSink&) = delete;
 
-  // Writes one record. Thread-safe, async-signal-safe once opened (write(2) only).
+  // Writes one record. Thread-safe; async-signal-safe once opened in this process (a forked
+  // child's first write opens its own file for a "%i" path).
   void write(std::string_view record) noexcept;
 
-  // The resolved path ("stdout", "stderr" or the file path with %i replaced).
+  // The resolved path ("stdout", "stderr" or the file path with %i replaced). In a forked child
+  // it changes on the first write; read it from one thread.
   const std::string& path() const noexcept { return path_; }
   // True when the destination failed and records go to stderr instead.
   bool fell_back() const noexcept { return fallback_.load(std::memory_order_relaxed); }
@@ -37,12 +50,22 @@ class LogSink {
 
  private:
   LogSink() = default;
+  void open_file();
+  void reopen_after_fork() noexcept;
   void fall_back(int error) noexcept;
+  int append(int fd, std::string_view record) noexcept;
+  int reserve(int fd, std::uint64_t size, std::uint64_t bytes, std::uint64_t limit) noexcept;
 
+  std::string pattern_;       // the file destination as given, "%i" unexpanded
+  bool per_process_ = false;  // pattern_ contains "%i"
   std::string path_;
   std::atomic<int> fd_{2};
   int owned_ = -1;  // fd to close, -1 when stdout/stderr
   std::atomic<bool> fallback_{false};
+  std::atomic<unsigned> opened_in_{0};  // the fork generation whose process opened owned_
+  std::mutex reopen_mutex_;
+  std::atomic<bool> reserve_unsupported_{false};
+  std::atomic<std::uint64_t> reserved_end_{0};  // the file's blocks are reserved up to here
 };
 
 // Replaces every "%i" in `pattern` with `pid`.
