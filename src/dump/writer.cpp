@@ -26,6 +26,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
 #include "mate/config.hpp"
 #include "mate/core/atomic_file.hpp"
 #include "mate/core/pattern_list.hpp"
@@ -228,6 +230,10 @@ json describe(const log::Arg& a, const std::string& phase, const std::string& fi
       j["strides"] = v.strides();
       j["byte_offset"] = v.byte_offset();
       j["device"] = tensor::device_name(v.device());
+      // The bytes the tensor spans, as the log shows them: replay rebuilds arguments that
+      // overlapped (an in-place call) over one buffer again.
+      const tensor::VaRange va = v.va_range();
+      j["va"] = {fmt::format("0x{:x}", va.lo), fmt::format("0x{:x}", va.hi)};
       // `file` (and `key`) are set by write_tensors once the file is complete.
       j["error"] = kPending;
       jobs.push_back(TensorJob{safetensors ? phase + ".safetensors" : phase + "/" + file_stem + ".mtensor",

@@ -1,6 +1,6 @@
-// Puts tensor address ranges into a dumped call.json, in the form replay reads them
-// ("va": ["0x<lo>", "0x<hi>"], the bytes the tensor's file holds, as the JSON log writes them),
-// for the aliasing tests. Dumps written before the writer recorded ranges lack them.
+// The tensor address ranges a dumped call.json records ("va": ["0x<lo>", "0x<hi>"], the bytes each
+// tensor spans, as the JSON log writes them), for the aliasing tests to check what the dump
+// writer recorded before replaying it.
 #pragma once
 
 #include <cstdint>
@@ -13,24 +13,17 @@
 
 namespace mate::testing {
 
-inline std::string hex_address(std::uintptr_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%jx", static_cast<std::uintmax_t>(v));
-  return buf;
-}
-
-// Sets the range of each input named in `ranges` in `call_dir`/call.json.
-inline void record_va(const std::string& call_dir, const std::map<std::string, tensor::VaRange>& ranges) {
-  nlohmann::json j;
-  {
-    std::ifstream in(call_dir + "/call.json");
-    j = nlohmann::json::parse(in);
+// The `va` of each top-level input of `call_dir`/call.json that has one, by argument name.
+inline std::map<std::string, tensor::VaRange> recorded_va(const std::string& call_dir) {
+  std::ifstream in(call_dir + "/call.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::map<std::string, tensor::VaRange> out;
+  for (const nlohmann::json& a : j["inputs"]) {
+    if (!a.contains("va")) continue;
+    out[a["name"].get<std::string>()] = {std::stoull(a["va"][0].get<std::string>(), nullptr, 16),
+                                         std::stoull(a["va"][1].get<std::string>(), nullptr, 16)};
   }
-  for (nlohmann::json& a : j["inputs"]) {
-    auto it = ranges.find(a["name"].get<std::string>());
-    if (it != ranges.end()) a["va"] = {hex_address(it->second.lo), hex_address(it->second.hi)};
-  }
-  std::ofstream(call_dir + "/call.json") << j.dump();
+  return out;
 }
 
 }  // namespace mate::testing

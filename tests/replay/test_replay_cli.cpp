@@ -36,8 +36,8 @@ class ReplayCli : public ::testing::Test {
     o.env["ASAN_OPTIONS"] = "detect_odr_violation=1:detect_leaks=1";
     return run(args, o);
   }
-  // Produces `mode` (inplace or overlap) and records in its call.json the address ranges the
-  // producer printed ("va <argument> <lo> <hi>").
+  // Produces `mode` (inplace or overlap) and checks that its call.json records the address ranges
+  // the producer printed ("va <argument> <lo> <hi>").
   void produce_with_ranges(const std::string& mode) {
     auto p = produce(mode);
     ASSERT_EQ(p.exit_code, 0) << p.err;
@@ -48,7 +48,12 @@ class ReplayCli : public ::testing::Test {
     while (lines >> word >> name >> lo >> hi)
       if (word == "va") ranges[name] = {lo, hi};
     ASSERT_EQ(ranges.size(), 2u) << p.out;
-    mate::testing::record_va(mate::dump::find_call_dirs(dumps()).at(0), ranges);
+    const auto recorded = mate::testing::recorded_va(mate::dump::find_call_dirs(dumps()).at(0));
+    ASSERT_EQ(recorded.size(), 2u);
+    for (const auto& [n, va] : ranges) {
+      EXPECT_EQ(recorded.at(n).lo, va.lo) << n;
+      EXPECT_EQ(recorded.at(n).hi, va.hi) << n;
+    }
   }
   std::string dumps() const { return (root_ / "dumps").string(); }
   mate::testing::TempDir tmp_{"mate_replay_cli"};
