@@ -28,7 +28,7 @@ struct sigaction* previous_for(int sig) noexcept { return sig == SIGBUS ? &g_pre
 // ends the process (or reaches the previous handler) with its original signal and address.
 void restore_previous(int sig) noexcept {
   struct sigaction* prev = previous_for(sig);
-  if (!(prev->sa_flags & SA_SIGINFO) && prev->sa_handler == SIG_IGN) {
+  if (prev->sa_handler == SIG_IGN) {
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigaction(sig, &dfl, nullptr);
@@ -37,15 +37,19 @@ void restore_previous(int sig) noexcept {
   sigaction(sig, prev, nullptr);
 }
 
+// SIG_DFL and SIG_IGN are values of the handler field whatever the flags say (the kernel reads
+// them so even with SA_SIGINFO): never called.
+bool is_a_function(const struct sigaction* a) noexcept {
+  return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
+bool ignored(const struct sigaction* a) noexcept { return a->sa_handler == SIG_IGN; }
+
 void chain(int sig, siginfo_t* info, void* context) noexcept {
   struct sigaction* prev = previous_for(sig);
-  if (prev->sa_flags & SA_SIGINFO) {
-    if (prev->sa_sigaction != nullptr) {
-      prev->sa_sigaction(sig, info, context);
-      return;
-    }
-  } else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
-    prev->sa_handler(sig);
+  if (is_a_function(prev)) {
+    if (prev->sa_flags & SA_SIGINFO) prev->sa_sigaction(sig, info, context);
+    else prev->sa_handler(sig);
     return;
   }
   restore_previous(sig);
@@ -123,8 +127,8 @@ bool sent_by_a_process(const siginfo_t* info) noexcept { return info->si_code <=
 // or the default action, re-raised (it is blocked until this handler returns, then delivered).
 void pass_on_sent_signal(int sig, siginfo_t* info, void* context) noexcept {
   struct sigaction* prev = previous_for(sig);
-  if (!(prev->sa_flags & SA_SIGINFO) && prev->sa_handler == SIG_IGN) return;
-  if ((prev->sa_flags & SA_SIGINFO) ? prev->sa_sigaction != nullptr : prev->sa_handler != SIG_DFL) {
+  if (ignored(prev)) return;
+  if (is_a_function(prev)) {
     chain(sig, info, context);
     return;
   }

@@ -28,7 +28,9 @@ std::string find_program(const std::string& name) {
     const std::size_t colon = dirs.find(':');
     std::string dir(dirs.substr(0, colon));
     std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0)
+      return candidate;
     if (colon == std::string_view::npos) return "";
     dirs.remove_prefix(colon + 1);
   }
@@ -57,11 +59,14 @@ std::string why_preload_cannot_reach(const std::string& program) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   struct stat st {};
-  const bool is_static = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_elf(fd);
+  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const bool is_static = regular && static_elf(fd);
   close(fd);
+  if (!regular) return "";
   if (is_static)
     return "'" + path + "' is statically linked: LD_PRELOAD cannot reach its allocator, so nothing in it is guarded";
-  if ((st.st_mode & (S_ISUID | S_ISGID)) != 0 && (st.st_uid != geteuid() || st.st_gid != getegid()))
+  // Secure execution (the loader then ignores LD_PRELOAD's paths) when running it changes an id.
+  if (((st.st_mode & S_ISUID) != 0 && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) != 0 && st.st_gid != getegid()))
     return "'" + path + "' is set-user-ID or set-group-ID: the loader ignores LD_PRELOAD for it, so nothing in it "
            "is guarded";
   return "";

@@ -29,14 +29,15 @@ constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 // Passes a signal sent to mate on to the program, unless the program got it already: the
 // terminal sends Ctrl-C, Ctrl-\ and hangups to the whole foreground process group (si_code
-// SI_KERNEL), and a process of our own group sending to it (kill 0) reached the program too.
-// This is sudo's rule. A signal sent with kill to mate's pid alone is forwarded.
+// SI_KERNEL), and one the program sent itself came back to it. A signal a process sent with
+// kill to mate (a script's `kill $pid`, Popen.terminate()) is forwarded, even from mate's own
+// process group: a `kill 0` or a kill to the whole group then reaches the program twice, the
+// lesser harm than losing `kill PID`.
 void forward(int sig, siginfo_t* info, void*) {
   const int saved_errno = errno;
   const pid_t child = g_child.load();
-  const bool reached_the_group = info->si_code == SI_KERNEL ||
-                                 (info->si_code == SI_USER && info->si_pid > 0 && getpgid(info->si_pid) == getpgrp());
-  if (child > 0 && !reached_the_group) kill(child, sig);
+  const bool program_has_it = info->si_code == SI_KERNEL || (info->si_code <= 0 && info->si_pid == child);
+  if (child > 0 && !program_has_it) kill(child, sig);
   errno = saved_errno;
 }
 
@@ -137,11 +138,16 @@ int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& opt
   }
   g_child.store(pid);
   sigprocmask(SIG_SETMASK, &before, nullptr);  // what came meanwhile is forwarded now
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  // Waits for the end without reaping, so that the pid cannot be reused by another process
+  // while a signal may still be forwarded to it; then stops forwarding and reaps.
+  siginfo_t ended {};
+  while (waitid(P_PID, static_cast<id_t>(pid), &ended, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
   }
   sigprocmask(SIG_BLOCK, &forwarded, nullptr);
   g_child.store(0);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   restore();
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);

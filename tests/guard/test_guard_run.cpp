@@ -1,5 +1,7 @@
 // `mate guard-run` as a user runs it: ordinary programs behave exactly as without it, the
 // example heap bugs end with the report the guide shows, exit statuses pass through.
+#include <chrono>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -392,6 +394,18 @@ print("SIGINTs received:", n, flush=True)
   auto r = run({"python3", "-c", terminal, MATE_BINARY, "guard-run", "python3", "-c", counter});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("SIGINTs received: 1"));
+}
+
+// A kill to mate's pid from a process of its own group (a script's `kill $!`, Popen.terminate())
+// reaches the program: the script ends at once with the program's signal, not when it is done.
+TEST_F(GuardRun, KillToMatesPidFromItsOwnGroupReachesTheProgram) {
+  const std::string script = std::string(MATE_BINARY) +
+                             " guard-run -- sleep 30 & p=$!; sleep 0.5; kill $p; wait $p; echo rc=$?";
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run({"sh", "-c", script});
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.out, "rc=143\n") << r.err;
+  EXPECT_LT(seconds, 20.0);
 }
 
 // A signal ignored when mate starts (a background job's SIGINT) stays ignored in the program.
