@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <new>
 
 #include "mate/core/file_size_limit.hpp"
 
@@ -34,16 +35,19 @@ namespace {
 
 // Reserving ahead keeps fallocate off most writes; what is reserved past the last record stays
 // allocated beyond the end of the file (KEEP_SIZE: the file's size is unchanged).
-constexpr std::uint64_t kReserveAhead = 64 * 1024;
+constexpr std::uint64_t kReserveAhead = 16 * 1024;
 
 // Bumped in every forked child: a sink opened under another generation belongs to the parent.
 std::atomic<unsigned> g_fork_generation{0};
 
-void on_fork_child() noexcept { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+// The file sinks of the process, for the fork handler (a handful at most; one more is simply not
+// watched: its locks are then not reset in a child).
+constexpr int kWatchedSinks = 16;
+std::atomic<LogSink*> g_sinks[kWatchedSinks];
 
 void watch_forks() {
   static const bool registered = [] {
-    ::pthread_atfork(nullptr, nullptr, on_fork_child);
+    ::pthread_atfork(nullptr, nullptr, [] { LogSink::after_fork_in_child(); });
     return true;
   }();
   (void)registered;
@@ -97,14 +101,32 @@ std::unique_ptr<LogSink> LogSink::open(std::string_view destination) {
   }
   sink->pattern_ = destination;
   sink->per_process_ = destination.find("%i") != std::string_view::npos;
-  if (sink->per_process_) watch_forks();
+  watch_forks();
+  for (auto& slot : g_sinks) {
+    LogSink* none = nullptr;
+    if (slot.compare_exchange_strong(none, sink.get())) break;
+  }
+  const unsigned generation = g_fork_generation.load(std::memory_order_relaxed);
   sink->open_file();
+  sink->opened_in_.store(generation, std::memory_order_release);
   return sink;
 }
 
-// Opens pattern_ for this process; on failure falls back to stderr.
+// In the child, right after fork (one thread): a lock some other thread of the parent held is
+// held forever here; every file sink's locks start over unlocked.
+void LogSink::after_fork_in_child() noexcept {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  for (auto& slot : g_sinks) {
+    if (LogSink* sink = slot.load(std::memory_order_relaxed)) {
+      new (&sink->reopen_mutex_) std::mutex();
+      new (&sink->limit_mutex_) std::mutex();
+    }
+  }
+}
+
+// Opens pattern_ for this process; on failure falls back to stderr. The caller publishes
+// opened_in_ afterwards: until then other threads of a forked child wait in reopen_after_fork.
 void LogSink::open_file() {
-  opened_in_.store(g_fork_generation.load(std::memory_order_relaxed), std::memory_order_relaxed);
   path_ = expand_pid(pattern_, static_cast<long>(::getpid()));
   std::filesystem::path parent = std::filesystem::path(path_).parent_path();
   if (!parent.empty()) {
@@ -140,6 +162,10 @@ void LogSink::reopen_after_fork() noexcept {
 }
 
 LogSink::~LogSink() {
+  for (auto& slot : g_sinks) {
+    LogSink* self = this;
+    if (slot.compare_exchange_strong(self, nullptr)) break;
+  }
   if (owned_ >= 0) ::close(owned_);
 }
 
@@ -185,10 +211,16 @@ int LogSink::reserve(int fd, std::uint64_t size, std::uint64_t bytes, std::uint6
 
 // One record onto the sink's own O_APPEND file: whole, or nothing. Returns 0 or the errno.
 int LogSink::append(int fd, std::string_view record) noexcept {
+  // Under a file-size limit, the check and the write go together: another thread's record landing
+  // between them could put the end at the limit, and a write starting there raises SIGXFSZ.
+  // (Unlimited, the common case, takes no lock.) Processes sharing the file near the limit can
+  // still race; nothing short of changing the signal's disposition closes that.
+  const std::uint64_t limit = file_size_limit();
+  std::unique_lock<std::mutex> lock(limit_mutex_, std::defer_lock);
+  if (limit != kNoFileSizeLimit) lock.lock();
   struct stat st {};
   if (!is_regular(fd, &st)) return write_stream(fd, record.data(), record.size());  // a FIFO, /dev/null
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size), bytes = record.size();
-  const std::uint64_t limit = file_size_limit();
   if (size + bytes > limit) return EFBIG;
   if (int error = reserve(fd, size, bytes, limit); error != 0) return error;
   ssize_t n;

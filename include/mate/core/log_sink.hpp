@@ -9,7 +9,7 @@
 //    from several threads or processes therefore never interleave inside a record. On a pipe a
 //    partial write is completed by further calls.
 //  * A record never tears in a file: before the write, the space is reserved at the end of the
-//    file (fallocate, FALLOC_FL_KEEP_SIZE, ahead in 64 KiB steps) and the process's file-size
+//    file (fallocate, FALLOC_FL_KEEP_SIZE, ahead in 16 KiB steps) and the process's file-size
 //    limit (RLIMIT_FSIZE) is checked; when either says the record does not fit, nothing goes to
 //    the file. Should a write still come back short (a file system without fallocate), the
 //    partial record is cut off again (ftruncate) when nothing was appended after it.
@@ -38,7 +38,8 @@ class LogSink {
   LogSink& operator=(const LogSink&) = delete;
 
   // Writes one record. Thread-safe; async-signal-safe once opened in this process (a forked
-  // child's first write opens its own file for a "%i" path).
+  // child's first write opens its own file for a "%i" path) unless a file-size limit is set
+  // (then a lock keeps the limit's check and the write together).
   void write(std::string_view record) noexcept;
 
   // The resolved path ("stdout", "stderr" or the file path with %i replaced). In a forked child
@@ -47,6 +48,10 @@ class LogSink {
   // True when the destination failed and records go to stderr instead.
   bool fell_back() const noexcept { return fallback_.load(std::memory_order_relaxed); }
   int fd() const noexcept { return fd_.load(std::memory_order_relaxed); }
+
+  // pthread_atfork's child handler (registered by open()): bumps the fork generation and resets
+  // every file sink's locks. Not for callers.
+  static void after_fork_in_child() noexcept;
 
  private:
   LogSink() = default;
@@ -64,6 +69,7 @@ class LogSink {
   std::atomic<bool> fallback_{false};
   std::atomic<unsigned> opened_in_{0};  // the fork generation whose process opened owned_
   std::mutex reopen_mutex_;
+  std::mutex limit_mutex_;  // taken by append() only under a file-size limit
   std::atomic<bool> reserve_unsupported_{false};
   std::atomic<std::uint64_t> reserved_end_{0};  // the file's blocks are reserved up to here
 };
