@@ -101,6 +101,18 @@ class ReplayTest : public ::testing::Test {
   std::vector<std::unique_ptr<ScopedOverride>> overrides_;
 };
 
+// Rewrites `dir`/call.json through `edit` (a dump as an older or interrupted writer left it).
+template <typename Edit>
+void edit_call_json(const std::string& dir, Edit edit) {
+  nlohmann::json j;
+  {
+    std::ifstream in(dir + "/call.json");
+    j = nlohmann::json::parse(in);
+  }
+  edit(j);
+  std::ofstream(dir + "/call.json") << j.dump();
+}
+
 TEST_F(ReplayTest, UnchangedKernelsPass) {
   run_workload();
   auto results = replay();
@@ -227,11 +239,10 @@ TEST_F(ReplayTest, AnIncompleteCallRunsAndIsReportedAsNoReference) {
   F32 x({1, 2}, {2}), out({0, 0}, {2});
   sample::copy_or_throw(&x.dl, &out.dl, false);
   const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
-  std::ifstream in(dir + "/call.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  j["status"] = "inputs_saved";
-  j.erase("outputs");
-  std::ofstream(dir + "/call.json") << j.dump();
+  edit_call_json(dir, [](nlohmann::json& j) {
+    j["status"] = "inputs_saved";
+    j.erase("outputs");
+  });
   auto results = replay();
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].outcome, Outcome::NoReference);
@@ -295,16 +306,15 @@ TEST_F(ReplayTest, LeftoverTemporariesAreNotPartOfTheDump) {
 TEST_F(ReplayTest, ACallKilledWhileWritingItsInputsIsAnErrorSayingSo) {
   run_workload();
   const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
-  std::ifstream in(dir + "/call.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  j["status"] = "writing_inputs";
-  j.erase("outputs");
-  for (nlohmann::json& a : j["inputs"]) {
-    if (a["kind"] != "tensor") continue;
-    a.erase("file");
-    a["error"] = "not saved: the dump stopped while the tensors were being written";
-  }
-  std::ofstream(dir + "/call.json") << j.dump();
+  edit_call_json(dir, [](nlohmann::json& j) {
+    j["status"] = "writing_inputs";
+    j.erase("outputs");
+    for (nlohmann::json& a : j["inputs"]) {
+      if (a["kind"] != "tensor") continue;
+      a.erase("file");
+      a["error"] = "not saved: the dump stopped while the tensors were being written";
+    }
+  });
   fs::remove_all(dir + "/outputs");
   fs::remove_all(dir + "/inputs");
   fs::create_directories(dir + "/inputs");
@@ -428,10 +438,9 @@ TEST_F(ReplayTest, OverlappingViewsShareOneBufferCoveringBoth) {
   EXPECT_EQ(counting.sizes, (std::vector<std::size_t>{20}));  // the union of [0, 16) and [4, 20)
 
   // Without recorded ranges (dumps from earlier writers) each tensor has its own buffer.
-  std::ifstream in(dir + "/call.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  for (nlohmann::json& a : j["inputs"]) a.erase("va");
-  std::ofstream(dir + "/call.json") << j.dump();
+  edit_call_json(dir, [](nlohmann::json& j) {
+    for (nlohmann::json& a : j["inputs"]) a.erase("va");
+  });
   counting.sizes.clear();
   results = mate::replay::replay_all(dumps(), o);
   EXPECT_EQ(counting.sizes, (std::vector<std::size_t>{16, 16}));
@@ -480,14 +489,13 @@ TEST_F(ReplayTest, ATensorThatWasNotSavedSaysWhyOnce) {
   F32 x({1, 2}, {2}), out({0, 0}, {2});
   sample::copy_or_throw(&x.dl, &out.dl, false);
   const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
-  std::ifstream in(dir + "/call.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  j["status"] = "failed";
-  j["error"] = "write inputs/00_x.mtensor: File too large";
-  j["inputs"][0].erase("file");
-  j["inputs"][0]["error"] = "not saved: write inputs/00_x.mtensor: File too large";
-  j.erase("outputs");
-  std::ofstream(dir + "/call.json") << j.dump();
+  edit_call_json(dir, [](nlohmann::json& j) {
+    j["status"] = "failed";
+    j["error"] = "write inputs/00_x.mtensor: File too large";
+    j["inputs"][0].erase("file");
+    j["inputs"][0]["error"] = "not saved: write inputs/00_x.mtensor: File too large";
+    j.erase("outputs");
+  });
   auto results = replay();
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].outcome, Outcome::Error);
