@@ -427,14 +427,18 @@ DriverBackend* driver_backend_for(Kind kind) {
   if (config::device_driver() != "auto") return nullptr;  // the other kind was asked for by name
   // auto picks one driver for the process (CUDA first); memory of the other kind (a MUSA dump
   // replayed where both drivers are installed) gets a backend of its own, opened once, kept.
-  static DriverBackend* other[2] = {};
-  static std::once_flag once[2];
-  const int i = kind == Kind::Musa ? 1 : 0;
-  std::call_once(once[i], [&] {
+  // (Function statics, not std::call_once: libstdc++'s call_once keeps its callable in TLS,
+  // whose dynamic blocks LeakSanitizer misreads at exit.)
+  const auto open_once = [](Kind k) {
     std::string reason;
-    other[i] = open_driver_backend(kind, 0, &reason).release();
-  });
-  return other[i];
+    return open_driver_backend(k, 0, &reason).release();
+  };
+  if (kind == Kind::Musa) {
+    static DriverBackend* const musa = open_once(Kind::Musa);
+    return musa;
+  }
+  static DriverBackend* const cuda = open_once(Kind::Cuda);
+  return cuda;
 }
 
 std::uint64_t device_memory_mapped_count(Kind kind) noexcept {

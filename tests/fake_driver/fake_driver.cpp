@@ -106,7 +106,9 @@ State& state() {
   return *s;
 }
 
-thread_local Context* current_context = nullptr;
+// initial-exec: static TLS, as vendor drivers use; no __tls_get_addr calls (LeakSanitizer misreads
+// the dynamic TLS blocks of a dlopened library on this glibc and crashes at exit).
+__attribute__((tls_model("initial-exec"))) thread_local Context* current_context = nullptr;
 
 bool is_power_of_two(std::size_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
