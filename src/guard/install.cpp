@@ -39,7 +39,9 @@ GuardAllocator& install_guard_allocator(const GuardAllocatorConfig& config) {
   }
   // MATE's own device memory mapped before (a replayed tensor, another backend) would sit next to
   // guarded memory unguarded: the seed's error. Host memory is the C library's, not counted.
-  if (slot.served_unguarded.load() || device::device_memory_mapped_count(config.backend) > 0) {
+  // (Not asked for host memory: the preload keeps its start-up path off the device code's pages.)
+  if (slot.served_unguarded.load() ||
+      (config.backend != device::Kind::Host && device::device_memory_mapped_count(config.backend) > 0)) {
     throw GuardError(std::string("Guard allocator must be installed before the first ") + title(config.backend) +
                      " allocation in the process: MATE already served one without it. Install it "
                      "earlier, or use `mate guard-run` so that it is installed before the program "

@@ -340,6 +340,18 @@ TEST_F(GuardRun, PreloadRefusesABadBootstrapValue) {
   EXPECT_EQ(ok.err, "");
 }
 
+// The guard's start-up and allocation path stay within one 64 KiB fault-around window of the
+// preload's code (its resident code is memory every guarded process pays; a call from that path
+// into device code once cost a second window, +64 KiB).
+TEST_F(GuardRun, TheAllocationPathKeepsThePreloadsCodeInOneWindow) {
+  auto r = run({MATE_BINARY, "guard-run", "--", MATE_PRELOAD_TEXT_CHILD});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  long kib = -1;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "preload text KiB %ld", &kib), 1) << r.out;
+  EXPECT_GT(kib, 0);
+  EXPECT_LE(kib, 64) << "resident preload code grew past one fault-around window";
+}
+
 // A SIGSEGV or SIGBUS that a process sends (kill, raise) is no fault: it does what it does
 // without the guard. Returning from the handler re-executes no access, so a default action must be
 // re-raised, an ignored signal stays ignored, and the program's own handler runs.
