@@ -28,7 +28,8 @@ for section in "${sections[@]}"; do
       "$b/guard/bench_stack_capture" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
       bash bench/guard/run_guard_bench.sh build/default 50000 256
       bash bench/guard/run_guard_bench.sh build/default 50000 256 5 c
-      bash bench/guard/run_guard_bench.sh build/default 20000 4096 ;;
+      bash bench/guard/run_guard_bench.sh build/default 20000 4096
+      bash bench/guard/run_compiler_bench.sh build/default ;;
     dump) "$b/dump/bench_dump" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true ;;
   esac
 done

@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libxxhash-dev
   python3 python3-numpy
-  electric-fence duma
+  electric-fence duma time
 )
 
 missing=()

@@ -64,7 +64,7 @@ class SlotTable {
 
   mutable std::mutex mutex;
   StackDepot depot{kDepotStacks};  // put() under `mutex`
-  static constexpr std::uint32_t kDepotStacks = 1u << 18;
+  static constexpr std::uint32_t kDepotStacks = StackDepot::kMaxCapacity;
   Stats stats{};
   std::uint64_t next_id = 1;
   std::atomic<bool> refusal_said{false};

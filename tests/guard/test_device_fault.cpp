@@ -177,6 +177,55 @@ TEST(StackDepot, KeepsEveryStackFindableAsItGrows) {
   EXPECT_EQ(depot.size(), n);
 }
 
+// Frames are stored as varint distances: every address reads back exactly, whatever the
+// distances (both directions, across the whole address space, at 64-bit extremes), and stacks
+// that differ in one frame or only in length stay distinct.
+TEST(StackDepot, StacksReadBackExactlyWhateverTheirAddresses) {
+  mate::guard::StackDepot depot(64);
+  const std::uintptr_t patterns[][mate::guard::kMaxFrames] = {
+      {0x55d4c3a01234, 0x55d4c3a01000, 0x7f3a12345678, 0x55d4c3a0ffff, 0x7ffff7fd0000, 1, 0,
+       0xffffffffffffffff, 0x8000000000000000, 0x7fffffffffffffff, 0x7f3a12345679, 0x7f3a12345677,
+       0x400000, 0x400001, 0x3fffff, 0xffff800000000000},
+      {0x55d4c3a01234, 0x55d4c3a01000, 0x7f3a12345678, 0x55d4c3a0ffff, 0x7ffff7fd0000, 1, 0,
+       0xffffffffffffffff, 0x8000000000000000, 0x7fffffffffffffff, 0x7f3a12345679, 0x7f3a12345677,
+       0x400000, 0x400001, 0x3fffff, 0xffff800000000001},
+  };
+  std::uint32_t handles[2][mate::guard::kMaxFrames + 1];
+  for (int p = 0; p < 2; ++p)
+    for (int count = 1; count <= mate::guard::kMaxFrames; ++count) {
+      void* frames[mate::guard::kMaxFrames];
+      for (int i = 0; i < count; ++i) frames[i] = reinterpret_cast<void*>(patterns[p][i]);
+      handles[p][count] = depot.put(frames, count);
+      ASSERT_NE(handles[p][count], 0u);
+    }
+  // Pattern 1 differs from 0 only in its 16th frame: the shorter stacks are the same ones.
+  EXPECT_EQ(depot.size(), static_cast<std::uint32_t>(mate::guard::kMaxFrames + 1));
+  for (int p = 0; p < 2; ++p)
+    for (int count = 1; count <= mate::guard::kMaxFrames; ++count) {
+      void* out[mate::guard::kMaxFrames];
+      ASSERT_EQ(depot.get(handles[p][count], out), count);
+      for (int i = 0; i < count; ++i) EXPECT_EQ(reinterpret_cast<std::uintptr_t>(out[i]), patterns[p][i]) << p << " " << count << " " << i;
+    }
+  EXPECT_NE(handles[0][mate::guard::kMaxFrames], handles[1][mate::guard::kMaxFrames]);
+}
+
+// What the compression is for: a 16-frame stack of return addresses within one library (a few
+// MiB apart, as a deep call path in one program is) takes at most 80 bytes, its entry included
+// (fixed records took 144: 128 bytes of frames and a header).
+TEST(StackDepot, AStackWithinOneLibraryTakesAtMost80Bytes) {
+  mate::guard::StackDepot depot(1000);
+  std::uint64_t x = 88172645463325252ull;
+  for (int s = 0; s < 1000; ++s) {
+    void* frames[mate::guard::kMaxFrames];
+    for (int i = 0; i < mate::guard::kMaxFrames; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      frames[i] = reinterpret_cast<void*>(0x55d4c3a00000 + x % (8u << 20));  // an 8 MiB text
+    }
+    ASSERT_EQ(depot.put(frames, mate::guard::kMaxFrames), static_cast<std::uint32_t>(s + 1));
+  }
+  EXPECT_LE(depot.bytes_used(), 1000u * 80);
+}
+
 TEST(StackDepot, StoresEachDistinctStackOnce) {
   mate::guard::StackDepot depot(4);
   void* a[3] = {reinterpret_cast<void*>(1), reinterpret_cast<void*>(2), reinterpret_cast<void*>(3)};

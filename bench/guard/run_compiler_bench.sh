@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Time and peak resident memory of a real allocation-heavy program, the C++ compiler (cc1plus)
+# compiling one translation unit, under glibc malloc, Electric Fence (libefence.so) and MATE's
+# guarded allocator (mate guard-run), in one run. Where guard_workload measures a fixed mix, this
+# shows what a program with tens of thousands of live allocations and of distinct call paths
+# costs (the stack depot, the unwinder reading the program's unwind tables).
+#
+#   bash bench/guard/run_compiler_bench.sh [build dir] [runs]
+#
+# Peak RSS is /usr/bin/time's %M: the largest process of the tree (cc1plus; the g++ driver and
+# `mate` are a few MiB). Each row is the median of `runs` runs (default 3).
+set -euo pipefail
+build=${1:-build/default}
+runs=${2:-3}
+mate="$build/bin/mate"
+cxx=${CXX:-g++}
+find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d/$1" ] && { echo "$d/$1"; return; }; done; }
+efence=$(find_lib libefence.so)
+[ -x /usr/bin/time ] || { echo "run_compiler_bench.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+# The translation unit: standard headers only (so it compiles wherever g++ does) and enough
+# templates to keep the optimizer busy.
+cat > "$scratch/tu.cpp" <<'CPP'
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+std::map<std::string, std::vector<int>> index_words(const std::string& text) {
+  std::map<std::string, std::vector<int>> out;
+  std::regex word("[A-Za-z]+");
+  int n = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), word); it != std::sregex_iterator(); ++it)
+    out[it->str()].push_back(n++);
+  return out;
+}
+std::string render(const std::unordered_map<std::string, double>& m) {
+  std::vector<std::pair<std::string, double>> v(m.begin(), m.end());
+  std::sort(v.begin(), v.end());
+  std::ostringstream s;
+  for (auto& [k, x] : v) s << k << '=' << x << '\n';
+  return s.str();
+}
+CPP
+compile=("$cxx" -O1 -std=c++17 -c "$scratch/tu.cpp" -o "$scratch/tu.o")
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+run() {  # name, command prefix...
+  local name=$1; shift
+  local secs="" kib=""
+  for ((r = 0; r < runs; ++r)); do
+    if ! /usr/bin/time -o "$scratch/time" -f "%e %M" "$@" "${compile[@]}" >"$scratch/out" 2>&1; then
+      printf '| %s | failed: %s | | | |\n' "$name" "$(tail -1 "$scratch/out" | tr '|' '/')"; return
+    fi
+    read -r s k < <(tail -1 "$scratch/time")
+    secs+="$s"$'\n'; kib+="$k"$'\n'
+  done
+  local t m
+  t=$(median <<<"$secs"); m=$(median <<<"$kib")
+  [ "$name" = "Electric Fence" ] && { ef_t=$t; ef_m=$m; }
+  local vs_t="—" vs_m="—"
+  [ -n "${ef_t:-}" ] && { vs_t=$(div "$t" "$ef_t"); vs_m=$(div "$m" "$ef_m"); }
+  printf '| %s | %s | %s | %s | %s |\n' "$name" "$t" "$vs_t" "$m" "$vs_m"
+}
+
+echo "cc1plus compiling one C++17 translation unit (-O1); medians of $runs runs"
+echo "| allocator | seconds | time × Electric Fence | peak RSS KiB | RSS × Electric Fence |"
+echo "|---|---:|---:|---:|---:|"
+run "glibc malloc" env
+if [ -n "$efence" ]; then
+  run "Electric Fence" env LD_PRELOAD="$efence" EF_ALLOW_MALLOC_0=1
+else
+  echo "| Electric Fence | not installed (apt-get install electric-fence) | | | |"
+fi
+run "MATE guard, tail" "$mate" guard-run --mode tail --
+run "MATE guard, tail, no backtraces" "$mate" guard-run --mode tail --no-backtraces --
+run "MATE guard, tail, no quarantine, no backtraces" env MATE_GUARD_QUARANTINE_MB=0 "$mate" guard-run --mode tail --no-backtraces --
