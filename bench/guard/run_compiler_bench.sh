@@ -21,29 +21,23 @@ efence=$(find_lib libefence.so)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 # The translation unit: standard headers only (so it compiles wherever g++ does) and enough
-# templates to keep the optimizer busy.
+# templates to keep the optimizer busy (~1 s under glibc, ~1 min under Electric Fence).
 cat > "$scratch/tu.cpp" <<'CPP'
 #include <algorithm>
 #include <map>
-#include <regex>
-#include <sstream>
 #include <string>
-#include <unordered_map>
 #include <vector>
-std::map<std::string, std::vector<int>> index_words(const std::string& text) {
+std::map<std::string, std::vector<int>> index_words(const std::vector<std::string>& words) {
   std::map<std::string, std::vector<int>> out;
-  std::regex word("[A-Za-z]+");
   int n = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), word); it != std::sregex_iterator(); ++it)
-    out[it->str()].push_back(n++);
+  for (const auto& w : words) out[w].push_back(n++);
   return out;
 }
-std::string render(const std::unordered_map<std::string, double>& m) {
-  std::vector<std::pair<std::string, double>> v(m.begin(), m.end());
-  std::sort(v.begin(), v.end());
-  std::ostringstream s;
-  for (auto& [k, x] : v) s << k << '=' << x << '\n';
-  return s.str();
+std::vector<std::string> sorted_keys(const std::map<std::string, std::vector<int>>& m) {
+  std::vector<std::string> v;
+  for (const auto& [k, ids] : m) if (!ids.empty()) v.push_back(k);
+  std::sort(v.begin(), v.end(), [](const std::string& a, const std::string& b) { return a.size() < b.size() || (a.size() == b.size() && a < b); });
+  return v;
 }
 CPP
 compile=("$cxx" -O1 -std=c++17 -c "$scratch/tu.cpp" -o "$scratch/tu.o")
