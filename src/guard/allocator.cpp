@@ -9,6 +9,7 @@
 
 #include "canary.hpp"
 #include "fault_handler.hpp"
+#include "map_entries.hpp"
 #include "mate/core/crash_context.hpp"
 #include "mate/guard/recent_ranges.hpp"
 #include "report.hpp"
@@ -94,7 +95,8 @@ const char* to_string(OnCorruption action) noexcept {
   return action == OnCorruption::Abort ? "abort" : "continue";
 }
 
-std::string describe(const GuardAllocatorConfig& c) {
+// Only for the message of a refused install: kept with the seldom-run code (preload_layout.ld).
+[[gnu::cold]] std::string describe(const GuardAllocatorConfig& c) {
   return std::string("mode=") + to_string(c.mode) + " sync_on_free=" + (c.sync_on_free ? "1" : "0") +
          " log_allocations=" + (c.log_allocations ? "1" : "0") +
          " backtraces=" + (c.backtraces ? "1" : "0") +
@@ -102,7 +104,7 @@ std::string describe(const GuardAllocatorConfig& c) {
          (c.quarantine_bytes == kQuarantineForBackend ? std::string("backend-default") : std::to_string(c.quarantine_bytes)) +
          " on_corruption=" + to_string(c.on_corruption) + " backend=" + kind_title(c.backend) +
          " max_allocations=" + std::to_string(c.max_allocations) + " skip_frames=" + std::to_string(c.skip_frames) +
-         " map_entry_budget=" + std::to_string(c.map_entry_budget);
+         " map_entry_limit=" + std::to_string(c.map_entry_limit);
 }
 
 std::size_t default_quarantine_bytes(device::Kind kind) noexcept {
@@ -122,6 +124,7 @@ GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorCon
     throw GuardError(std::string("guard allocator: backend ") + backend.name() + " reports a granularity of " +
                      std::to_string(backend.granularity()) + " bytes; it must be a multiple of 4096");
   table_ = new SlotTable(config.max_allocations, backend.granularity());
+  if (config.map_entry_limit != 0) counted_map_entries_ = count_map_entries();
   register_allocator(this, table_);
   install_fault_handler();
 }
@@ -146,25 +149,52 @@ bool GuardAllocator::evict_oldest_locked() noexcept {
   Slot s;
   if (!table_->quarantine_pop(&s)) return false;
   backend_.release(s.reservation, s.reserved());
+  map_entries_since_count_ += 1;  // a hole in a range of inaccessible pages splits its entry
   table_->stats.quarantined -= 1;
   table_->stats.quarantined_bytes -= s.reserved();
   return true;
 }
 
-// True when one more allocation keeps the memory-map entries within config.map_entry_budget,
-// estimated from above (3 for each live allocation, this one included, 1 for each quarantined
-// range) and after giving back the oldest quarantined ranges if need be. Threads racing past the
-// check overshoot by a few entries, which the budget's margin absorbs.
-bool GuardAllocator::within_map_entry_budget() noexcept {
+// Room for one more allocation's entries: a reservation and the mapping in it split one
+// inaccessible range into three at most.
+bool GuardAllocator::map_entries_fit() const noexcept {
+  return counted_map_entries_ + map_entries_since_count_ + 3 <= config_.map_entry_limit;
+}
+
+// True when one more allocation keeps the process's memory-map entries within
+// config.map_entry_limit. The estimate is counted again when it would pass the limit: after a
+// count it runs 3 an allocation above the real figure, so counts come once per
+// (limit - entries) / 3 allocations, and allocations stop while room for kMinRoomAllocations is
+// left rather than count at each one. Under the table's lock: no thread races past the check;
+// the program's own new mappings come out of the limit's margin.
+bool GuardAllocator::within_map_entry_limit() noexcept {
+  constexpr std::size_t kMinRoomAllocations = 64;
   std::lock_guard lock(table_->mutex);
-  const auto entries = [&] { return 3 * (table_->stats.live + 1) + table_->quarantined(); };
-  while (entries() > config_.map_entry_budget && evict_oldest_locked()) {
+  if (!map_entries_fit()) {
+    const auto recount = [&] {
+      counted_map_entries_ = count_map_entries();
+      map_entries_since_count_ = 0;
+    };
+    const auto room = [&] { return counted_map_entries_ + 3 * kMinRoomAllocations <= config_.map_entry_limit; };
+    recount();
+    // A quarantined range frees an entry when given back only where it does not share one with
+    // its neighbours' guard pages (a hole can even split one): half of them at a time, while a
+    // count shows it helped.
+    while (!room() && table_->quarantined() > 0) {
+      const std::size_t before = counted_map_entries_;
+      for (std::size_t n = (table_->quarantined() + 1) / 2; n > 0 && evict_oldest_locked(); --n) {
+      }
+      recount();
+      if (counted_map_entries_ >= before) break;
+    }
+    if (!room()) return false;
   }
-  return entries() <= config_.map_entry_budget;
+  map_entries_since_count_ += 3;
+  return true;
 }
 
 // Says once that guarded allocations cannot get more mappings: the system refused one (`status`),
-// or the allocator's share of the memory-map entries (config.map_entry_budget) is used up.
+// or the process is at the memory-map entries the allocator may map up to (config.map_entry_limit).
 void GuardAllocator::say_mapping_refused(const device::Status* status) noexcept {
   if (table_->refusal_said.exchange(true)) return;
   Stats st = stats();
@@ -174,12 +204,12 @@ void GuardAllocator::say_mapping_refused(const device::Status* status) noexcept 
     write_status(w, *status);
   } else {
     w.str("mate guard: the guarded allocations have used up their share of the memory map entries the system "
-          "allows (vm.max_map_count; ")
-        .dec(config_.map_entry_budget)
-        .str(", the rest is left to the program's own threads, libraries and files)");
+          "allows (vm.max_map_count; the guard maps up to ")
+        .dec(config_.map_entry_limit)
+        .str(" entries in the process, the rest is left to the program's own threads, libraries and files)");
   }
   w.str(", with ").dec(st.live).str(" guarded allocations live. Each guarded allocation needs its own "
-                                   "mappings (up to 3 memory map entries on the host). Remedy: raise the "
+                                   "mappings (2 to 3 memory map entries on the host). Remedy: raise the "
                                    "limit (sudo sysctl -w vm.max_map_count=1048576), or guard fewer "
                                    "allocations (MATE_GUARD_MIN_BYTES). Allocations that cannot be "
                                    "mapped are not guarded (under mate guard-run, no new "
@@ -236,7 +266,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     return static_cast<std::uintptr_t>(aligned);
   };
 
-  if (config_.map_entry_budget != 0 && !within_map_entry_budget()) {
+  if (config_.map_entry_limit != 0 && !within_map_entry_limit()) {
     say_mapping_refused(nullptr);
     return {0, AllocError::MappingRefused, "guard allocator: its share of the memory map entries is used up"};
   }
@@ -551,6 +581,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
       // name would be.
       table_->stats.not_quarantined += 1;
       backend_.release(copy.reservation, copy.reserved());
+      map_entries_since_count_ += 1;
     }
     // FIFO eviction: the oldest freed ranges give their address space back first. (A free leaves
     // live + quarantined unchanged: allocate() keeps that within max_allocations.)

@@ -110,24 +110,19 @@ long read_proc(const char* path, OnChunk on_chunk) noexcept {
   return total;
 }
 
-// The memory-map entries the guard may hold (GuardAllocatorConfig::map_entry_budget):
-// vm.max_map_count less the entries in use now and a margin for the program's own later
-// mappings (thread stacks, libraries, files), 1/32 of the limit and at least 1024. Without it the
-// guard took every entry and a program past the limit could not start a thread. 0 (no budget)
-// when the limit cannot be read.
-std::size_t map_entry_budget() noexcept {
+// The memory-map entries the process may have while the guard maps more
+// (GuardAllocatorConfig::map_entry_limit): vm.max_map_count less a margin for the program's own
+// later mappings (thread stacks, libraries, files), 1/32 of the limit and at least 1024. Without
+// it the guard took every entry and a program past the limit could not start a thread. 0 (no
+// limit) when vm.max_map_count cannot be read.
+std::size_t map_entry_limit() noexcept {
   long limit = 0;
   if (read_proc("/proc/sys/vm/max_map_count", [&](const char* text, std::size_t n) {
         for (std::size_t i = 0; i < n && text[i] >= '0' && text[i] <= '9'; ++i) limit = limit * 10 + (text[i] - '0');
       }) <= 0 || limit <= 0)
     return 0;
-  long in_use = 0;
-  (void)read_proc("/proc/self/maps", [&](const char* text, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) in_use += text[i] == '\n';
-  });
   const long margin = limit / 32 > 1024 ? limit / 32 : 1024;
-  const long budget = limit - in_use - margin;
-  return static_cast<std::size_t>(budget > 64 ? budget : 64);
+  return static_cast<std::size_t>(limit - margin > 64 ? limit - margin : 64);
 }
 
 void start() noexcept {
@@ -150,7 +145,7 @@ void start() noexcept {
   g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).i);
   if (const mate::config::Scalar mb = read(Var::MATE_GUARD_QUARANTINE_MB); mb.set)  // else the backend's default
     config.quarantine_bytes = static_cast<std::size_t>(mb.i) << 20;
-  config.map_entry_budget = map_entry_budget();
+  config.map_entry_limit = map_entry_limit();
   g_config = config;
   try {
     g_guard = &mate::guard::install_guard_allocator(config);

@@ -47,7 +47,7 @@ GuardAllocator* device_guard(Kind kind) noexcept {
       }
       mate::guard::GuardAllocatorConfig config = *bootstrap;
       config.backend = selected->kind();
-      config.map_entry_budget = 0;  // the host's memory-map entries are the host guard's budget
+      config.map_entry_limit = 0;  // device mappings take no host memory-map entries
       guard = &mate::guard::install_guard_allocator(config);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "mate guard-run: device allocations are not guarded: %s\n", e.what());

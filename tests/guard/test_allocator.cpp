@@ -18,6 +18,7 @@
 #include "mate/config.hpp"
 #include "mate/device/driver.hpp"
 #include "mate/guard/allocator.hpp"
+#include "guard/map_entries.hpp"
 
 namespace {
 
@@ -337,6 +338,42 @@ TEST(GuardAllocator, PlacementLimitsOfTheCompactRecord) {
   } catch (const mate::guard::GuardError& e) {
     EXPECT_THAT(e.what(), HasSubstr("granularity of 2048 bytes; it must be a multiple of 4096"));
   }
+}
+
+// The map-entry limit is kept by counting the process's real entries: neighbouring guard pages
+// and quarantined ranges share entries, so more allocations are guarded than 3 entries each
+// would allow, the quarantine is not given up for nothing, and the process stays within the limit.
+TEST(GuardAllocator, MapEntryLimitCountsTheProcesssRealEntries) {
+  GuardAllocatorConfig c = small();
+  c.max_allocations = 1u << 14;
+  const std::size_t start = mate::guard::count_map_entries();
+  ASSERT_GT(start, 0u);
+  c.map_entry_limit = start + 3000;
+  GuardAllocator g(mate::device::host_backend(), c);
+  std::vector<std::uintptr_t> live;
+  for (int i = 0; i < 400; ++i) {  // quarantined ranges between live ones
+    auto r = g.allocate(100);
+    ASSERT_TRUE(r);
+    if (i % 2 == 0) live.push_back(r.ptr);
+    else ASSERT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+  }
+  testing::internal::CaptureStderr();
+  for (;;) {
+    auto r = g.allocate(100);
+    if (!r) {
+      EXPECT_EQ(r.error, AllocError::MappingRefused);
+      break;
+    }
+    live.push_back(r.ptr);
+    ASSERT_LT(live.size(), 3000u) << "the limit was not kept";
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("used up their share of the memory map entries"));
+  EXPECT_THAT(err, HasSubstr("maps up to " + std::to_string(c.map_entry_limit) + " entries"));
+  EXPECT_GT(live.size(), 1200u) << "3 entries an allocation would stop at 1000";
+  EXPECT_LE(mate::guard::count_map_entries(), c.map_entry_limit);
+  EXPECT_GT(g.stats().quarantined, 0u);
+  for (auto p : live) EXPECT_EQ(g.deallocate(p), FreeResult::Ok);
 }
 
 // Live and quarantined allocations together stay within max_allocations: the oldest quarantined

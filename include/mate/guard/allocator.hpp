@@ -69,12 +69,16 @@ struct GuardAllocatorConfig {
   std::size_t max_allocations = std::size_t{1} << 20;
   // Frames of the caller's own wrappers (e.g. an interposed malloc) left out of backtraces.
   int skip_frames = 0;
-  // Most memory-map entries (the unit of vm.max_map_count) the allocator may hold, estimated
-  // from above: 3 per live allocation, 1 per quarantined range. Past it the oldest quarantined
-  // ranges go first, then allocations are refused as when the system refuses a mapping. 0: no
-  // budget. mate guard-run sets one that leaves the program entries for its own threads,
-  // libraries and files.
-  std::size_t map_entry_budget = 0;
+  // Host memory only. The most memory-map entries (the unit of vm.max_map_count) the process
+  // may have for the allocator to map one more allocation. The allocator keeps an upper estimate
+  // (3 entries per allocation, 1 per range given back) and counts the process's entries
+  // (/proc/self/maps) when the estimate would pass the limit: neighbouring guard pages and
+  // quarantined ranges share entries, so a program gets ~2 entries per live allocation, not 3.
+  // At the limit the oldest quarantined ranges are given back (half at a time, while that frees
+  // entries), then allocations are refused as when the system refuses a mapping. 0: no limit.
+  // mate guard-run sets vm.max_map_count less a margin for the program's own threads, libraries
+  // and files.
+  std::size_t map_entry_limit = 0;
 
   bool operator==(const GuardAllocatorConfig&) const = default;
 };
@@ -202,10 +206,15 @@ class GuardAllocator {
   bool small_mapping_possible() noexcept;
   bool evict_oldest_locked() noexcept;
   void say_mapping_refused(const device::Status* status) noexcept;
-  bool within_map_entry_budget() noexcept;
+  bool within_map_entry_limit() noexcept;
+  bool map_entries_fit() const noexcept;
   void report_invalid_pointer(std::uintptr_t ptr, const char* operation, void* const* frames,
                               int frame_count) noexcept;
   SlotTable* table_;
+  // For config_.map_entry_limit, under table_->mutex: the process's entries at the last count,
+  // and an upper bound of those added since.
+  std::size_t counted_map_entries_ = 0;
+  std::size_t map_entries_since_count_ = 0;
 };
 
 // Writes describe(address)'s answer as one line to `fd` (async-signal-safe).
