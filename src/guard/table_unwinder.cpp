@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -592,6 +593,25 @@ Rule no_table_entry(const Module& m, std::uintptr_t pc) noexcept {
   return rule;
 }
 
+// The largest FDE read (a frame description's CFA program grows with its function's code).
+constexpr std::uint32_t kMaxFdeBytes = std::uint32_t{1} << 20;
+
+// Anonymous read-write memory for the walk's larger reads, unmapped at the end of the scope.
+struct ScratchMapping {
+  explicit ScratchMapping(std::size_t n) noexcept : size(n) {
+    if (n == 0) return;
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) bytes = static_cast<unsigned char*>(p);
+  }
+  ~ScratchMapping() {
+    if (bytes != nullptr) ::munmap(bytes, size);
+  }
+  ScratchMapping(const ScratchMapping&) = delete;
+  ScratchMapping& operator=(const ScratchMapping&) = delete;
+  unsigned char* bytes = nullptr;
+  std::size_t size;
+};
+
 // The rule for return address `pc` (in module `m`, whose file is `file`), from the tables.
 Rule rule_from_tables(const Module& m, const File& file, std::uintptr_t pc) noexcept {
   const Image image{&m, &file};
@@ -625,10 +645,15 @@ Rule rule_from_tables(const Module& m, const File& file, std::uintptr_t pc) noex
   if (hdr + static_cast<ElfW(Addr)>(static_cast<std::int64_t>(entry[0])) > target) return no_table_entry(m, pc);
   const ElfW(Addr) fde = hdr + static_cast<ElfW(Addr)>(static_cast<std::int64_t>(entry[1]));
 
-  unsigned char fde_bytes[2048];
+  // Most FDEs fit on the stack; a very large function's does not (cc1plus has 14 over 2 KiB, up
+  // to 20 KiB: its allocations went to the C++ unwinder, which paged its tables in). Those are
+  // read into a mapping of their own: no malloc here.
+  unsigned char stack_bytes[2048];
   std::uint32_t length = 0;
-  if (!image.read(fde, &length, 4) || length < 8 || length > sizeof fde_bytes - 4 ||
-      !image.read(fde, fde_bytes, length + 4))
+  if (!image.read(fde, &length, 4) || length < 8 || length > kMaxFdeBytes) return {};
+  const ScratchMapping large(length + 4 > sizeof stack_bytes ? length + 4 : 0);
+  unsigned char* const fde_bytes = large.bytes != nullptr ? large.bytes : stack_bytes;
+  if ((length + 4 > sizeof stack_bytes && large.bytes == nullptr) || !image.read(fde, fde_bytes, length + 4))
     return {};
   std::uint32_t cie_pointer = 0;
   std::memcpy(&cie_pointer, fde_bytes + 4, 4);

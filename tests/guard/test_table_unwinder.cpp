@@ -101,6 +101,37 @@ __attribute__((noinline)) int large_frame(Captured* c) {
 }
 
 #if defined(__x86_64__)
+// A function whose frame description is larger than the walk's stack buffer (2 KiB): 600
+// push/pop pairs before its call, each changing the CFA offset twice (~4 KiB of CFA program), as
+// the very large functions of a compiler (cc1plus: up to 20 KiB) have.
+extern "C" __attribute__((noinline, used)) void capture_from_large_fde(Captured* c) { capture_both(c); }
+extern "C" void call_through_large_fde(Captured* c);
+asm(R"(
+  .text
+  .p2align 4
+  .type call_through_large_fde, @function
+call_through_large_fde:
+  .cfi_startproc
+  push %rbx
+  .cfi_adjust_cfa_offset 8
+  .cfi_rel_offset %rbx, 0
+  .rept 600
+  push %rax
+  .cfi_adjust_cfa_offset 8
+  pop %rax
+  .cfi_adjust_cfa_offset -8
+  .endr
+  call capture_from_large_fde
+  pop %rbx
+  .cfi_adjust_cfa_offset -8
+  .cfi_restore %rbx
+  ret
+  .cfi_endproc
+  .size call_through_large_fde, .-call_through_large_fde
+)");
+#endif
+
+#if defined(__x86_64__)
 constexpr bool kTableWalk = true;
 #else
 constexpr bool kTableWalk = false;
@@ -163,6 +194,15 @@ TEST(TableUnwinder, WalksLargeFramesWithoutCachingThem) {
     EXPECT_GE(second.reads(), 1u) << "the large frame's rule is read again each time";
   }
 }
+
+#if defined(__x86_64__)
+TEST(TableUnwinder, WalksThroughAFunctionWithALargeFrameDescription) {
+  Captured c;
+  call_through_large_fde(&c);
+  EXPECT_TABLE_WALK(c);
+  EXPECT_GE(c.table_n, 4);
+}
+#endif
 
 TEST(TableUnwinder, CachesEachReturnAddressesRule) {
   mate::guard::clear_table_unwinder_cache();
