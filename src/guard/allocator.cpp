@@ -124,7 +124,9 @@ GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorCon
     throw GuardError(std::string("guard allocator: backend ") + backend.name() + " reports a granularity of " +
                      std::to_string(backend.granularity()) + " bytes; it must be a multiple of 4096");
   table_ = new SlotTable(config.max_allocations, backend.granularity());
-  if (config.map_entry_limit != 0) counted_map_entries_ = count_map_entries();
+  // Uncounted (no descriptor free): the first check counts, or refuses.
+  if (config.map_entry_limit != 0 && !count_map_entries(&counted_map_entries_))
+    counted_map_entries_ = config.map_entry_limit;
   register_allocator(this, table_);
   install_fault_handler();
 }
@@ -162,34 +164,49 @@ bool GuardAllocator::map_entries_fit() const noexcept {
 }
 
 // True when one more allocation keeps the process's memory-map entries within
-// config.map_entry_limit. The estimate is counted again when it would pass the limit: after a
-// count it runs 3 an allocation above the real figure, so counts come once per
-// (limit - entries) / 3 allocations, and allocations stop while room for kMinRoomAllocations is
-// left rather than count at each one. Under the table's lock: no thread races past the check;
-// the program's own new mappings come out of the limit's margin.
+// config.map_entry_limit; the caller then calls map_allocation_done() once its mapping is made
+// (or not). The estimate is counted again when it would pass the limit: after a count it runs 3
+// an allocation above the real figure, so counts come once per (limit - entries) / 3
+// allocations, and allocations stop while room for kMinRoomAllocations is left rather than count
+// every few. After a refusal nothing is counted again until that many frees may have made room.
+// A count that fails (no descriptor free) leaves the estimate, an upper bound, as it was. The
+// program's own new mappings come out of the limit's margin.
 bool GuardAllocator::within_map_entry_limit() noexcept {
-  constexpr std::size_t kMinRoomAllocations = 64;
+  constexpr std::size_t kMinRoomAllocations = 256;
   std::lock_guard lock(table_->mutex);
-  if (!map_entries_fit()) {
+  if (map_limit_refused_ || !map_entries_fit()) {
+    if (map_limit_refused_ && frees_since_map_refusal_ < kMinRoomAllocations) return false;
     const auto recount = [&] {
-      counted_map_entries_ = count_map_entries();
-      map_entries_since_count_ = 0;
+      std::size_t n = 0;
+      if (!count_map_entries(&n)) return false;
+      counted_map_entries_ = n;
+      // Allocations between their check and their mapping may be missing from the count.
+      map_entries_since_count_ = 3 * map_allocations_in_flight_.load(std::memory_order_acquire);
+      return true;
     };
-    const auto room = [&] { return counted_map_entries_ + 3 * kMinRoomAllocations <= config_.map_entry_limit; };
-    recount();
+    const auto room = [&] {
+      return counted_map_entries_ + map_entries_since_count_ + 3 * kMinRoomAllocations <= config_.map_entry_limit;
+    };
+    bool counted = recount();
     // A quarantined range frees an entry when given back only where it does not share one with
     // its neighbours' guard pages (a hole can even split one): half of them at a time, while a
     // count shows it helped.
-    while (!room() && table_->quarantined() > 0) {
+    while (counted && !room() && table_->quarantined() > 0) {
       const std::size_t before = counted_map_entries_;
       for (std::size_t n = (table_->quarantined() + 1) / 2; n > 0 && evict_oldest_locked(); --n) {
       }
-      recount();
-      if (counted_map_entries_ >= before) break;
+      counted = recount();
+      if (counted && counted_map_entries_ >= before) break;
     }
-    if (!room()) return false;
+    if (!counted || !room()) {
+      map_limit_refused_ = true;
+      frees_since_map_refusal_ = 0;
+      return false;
+    }
+    map_limit_refused_ = false;
   }
   map_entries_since_count_ += 3;
+  map_allocations_in_flight_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -270,6 +287,14 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     say_mapping_refused(nullptr);
     return {0, AllocError::MappingRefused, "guard allocator: its share of the memory map entries is used up"};
   }
+  // Once this allocation's mappings are made or given up (on every return below), a count sees
+  // them: it no longer needs to add them.
+  struct InFlight {
+    std::atomic<std::size_t>* count;
+    ~InFlight() {
+      if (count != nullptr) count->fetch_sub(1, std::memory_order_release);
+    }
+  } in_flight{config_.map_entry_limit != 0 ? &map_allocations_in_flight_ : nullptr};
 
   void* frames[kMaxFrames];
   int frame_count = capture(frames, config_.backtraces, config_.skip_frames);
@@ -564,6 +589,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
   {
     std::lock_guard lock(table_->mutex);
     table_->stats.frees += 1;
+    frees_since_map_refusal_ += 1;
     table_->stats.live -= 1;
     table_->stats.live_bytes -= copy.size;
     if (bad > 0) table_->stats.canary_failures += 1;

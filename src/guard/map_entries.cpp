@@ -3,17 +3,33 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 namespace mate::guard {
 
-std::size_t count_map_entries() noexcept {
-  const int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+bool count_map_entries(std::size_t* out) noexcept {
+  const int saved_errno = errno;
+  int fd;
+  do fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    errno = saved_errno;
+    return false;
+  }
   char chunk[4096];
   std::size_t lines = 0;
-  for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) > 0;)
+  ssize_t n;
+  for (;;) {
+    n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
     for (ssize_t i = 0; i < n; ++i) lines += chunk[i] == '\n';
+  }
   ::close(fd);
-  return lines;
+  errno = saved_errno;
+  if (n < 0) return false;
+  *out = lines;
+  return true;
 }
 
 }  // namespace mate::guard

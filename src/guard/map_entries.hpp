@@ -6,9 +6,10 @@
 
 namespace mate::guard {
 
-// The entries the process has now: the lines of /proc/self/maps, read with plain system calls
-// (no allocation: this runs inside malloc). 0 when the file cannot be read. Costs ~1 ms for 1,000
-// entries: the allocator counts only when its upper estimate nears the limit.
-std::size_t count_map_entries() noexcept;
+// The entries the process has now, into `*out`: the lines of /proc/self/maps, read with plain
+// system calls (no allocation: this runs inside malloc). False when the file cannot be opened or
+// read through (no descriptor free): no partial count. ~27 ms at 60,000 entries: the allocator
+// counts only when its upper estimate nears the limit.
+bool count_map_entries(std::size_t* out) noexcept;
 
 }  // namespace mate::guard

@@ -653,8 +653,12 @@ Rule rule_from_tables(const Module& m, const File& file, std::uintptr_t pc) noex
   if (!image.read(fde, &length, 4) || length < 8 || length > kMaxFdeBytes) return {};
   const ScratchMapping large(length + 4 > sizeof stack_bytes ? length + 4 : 0);
   unsigned char* const fde_bytes = large.bytes != nullptr ? large.bytes : stack_bytes;
-  if ((length + 4 > sizeof stack_bytes && large.bytes == nullptr) || !image.read(fde, fde_bytes, length + 4))
-    return {};
+  if (length + 4 > sizeof stack_bytes && large.bytes == nullptr) {
+    Rule no_memory;  // the C++ unwinder walks this time; asked again next time
+    no_memory.cacheable = false;
+    return no_memory;
+  }
+  if (!image.read(fde, fde_bytes, length + 4)) return {};
   std::uint32_t cie_pointer = 0;
   std::memcpy(&cie_pointer, fde_bytes + 4, 4);
   const ElfW(Addr) cie_at = fde + 4 - cie_pointer;

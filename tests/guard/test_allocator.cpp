@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -346,7 +347,8 @@ TEST(GuardAllocator, PlacementLimitsOfTheCompactRecord) {
 TEST(GuardAllocator, MapEntryLimitCountsTheProcesssRealEntries) {
   GuardAllocatorConfig c = small();
   c.max_allocations = 1u << 14;
-  const std::size_t start = mate::guard::count_map_entries();
+  std::size_t start = 0;
+  ASSERT_TRUE(mate::guard::count_map_entries(&start));
   ASSERT_GT(start, 0u);
   c.map_entry_limit = start + 3000;
   GuardAllocator g(mate::device::host_backend(), c);
@@ -371,9 +373,44 @@ TEST(GuardAllocator, MapEntryLimitCountsTheProcesssRealEntries) {
   EXPECT_THAT(err, HasSubstr("used up their share of the memory map entries"));
   EXPECT_THAT(err, HasSubstr("maps up to " + std::to_string(c.map_entry_limit) + " entries"));
   EXPECT_GT(live.size(), 1200u) << "3 entries an allocation would stop at 1000";
-  EXPECT_LE(mate::guard::count_map_entries(), c.map_entry_limit);
-  EXPECT_GT(g.stats().quarantined, 0u);
+  std::size_t end = 0;
+  ASSERT_TRUE(mate::guard::count_map_entries(&end));
+  EXPECT_LE(end, c.map_entry_limit);
+  const std::size_t quarantined = g.stats().quarantined;
+  EXPECT_GT(quarantined, 0u);
+  // Refused again at once, without counting or giving up more of the quarantine...
+  testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(g.allocate(100).error, AllocError::MappingRefused);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "the refusal is said once";
+  EXPECT_EQ(g.stats().quarantined, quarantined);
+  // ...until frees make room.
+  for (std::size_t i = 0; i < 600; ++i) EXPECT_EQ(g.deallocate(live[i]), FreeResult::Ok);
+  live.erase(live.begin(), live.begin() + 600);
+  auto again = g.allocate(100);
+  ASSERT_TRUE(again);
+  live.push_back(again.ptr);
   for (auto p : live) EXPECT_EQ(g.deallocate(p), FreeResult::Ok);
+}
+
+// When the entries cannot be counted (no file descriptor free to read /proc/self/maps), the
+// estimate is kept from above: allocations are refused rather than mapped past an unknown count.
+// Exits 0 when the allocation was refused.
+void allocate_with_no_descriptor_free() {
+  const rlimit few{32, 32};
+  if (setrlimit(RLIMIT_NOFILE, &few) != 0) _exit(3);
+  while (dup(0) >= 0) {
+  }
+  std::size_t n = 0;
+  if (mate::guard::count_map_entries(&n)) _exit(4);  // a descriptor was still free
+  GuardAllocatorConfig c = small();
+  c.map_entry_limit = std::size_t{1} << 30;
+  GuardAllocator g(mate::device::host_backend(), c);
+  _exit(g.allocate(100).error == AllocError::MappingRefused ? 0 : 5);
+}
+
+TEST(GuardAllocatorDeathTest, MapEntryLimitRefusesWhenTheEntriesCannotBeCounted) {
+  EXPECT_EXIT(allocate_with_no_descriptor_free(), ::testing::ExitedWithCode(0),
+              "used up their share of the memory map entries");
 }
 
 // Live and quarantined allocations together stay within max_allocations: the oldest quarantined

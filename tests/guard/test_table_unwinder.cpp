@@ -107,7 +107,7 @@ __attribute__((noinline)) int large_frame(Captured* c) {
 extern "C" __attribute__((noinline, used)) void capture_from_large_fde(Captured* c) { capture_both(c); }
 extern "C" void call_through_large_fde(Captured* c);
 asm(R"(
-  .text
+  .pushsection .text
   .p2align 4
   .type call_through_large_fde, @function
 call_through_large_fde:
@@ -128,6 +128,7 @@ call_through_large_fde:
   ret
   .cfi_endproc
   .size call_through_large_fde, .-call_through_large_fde
+  .popsection
 )");
 #endif
 

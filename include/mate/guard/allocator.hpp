@@ -28,6 +28,7 @@
 //  * install_guard_allocator() creates the process-wide allocator; it throws GuardError.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -212,9 +213,14 @@ class GuardAllocator {
                               int frame_count) noexcept;
   SlotTable* table_;
   // For config_.map_entry_limit, under table_->mutex: the process's entries at the last count,
-  // and an upper bound of those added since.
+  // an upper bound of those added since, and whether the last check refused (with the frees
+  // since, which may make room).
   std::size_t counted_map_entries_ = 0;
   std::size_t map_entries_since_count_ = 0;
+  bool map_limit_refused_ = false;
+  std::size_t frees_since_map_refusal_ = 0;
+  // Allocations past the check whose mappings a count may not see yet (updated without the lock).
+  std::atomic<std::size_t> map_allocations_in_flight_{0};
 };
 
 // Writes describe(address)'s answer as one line to `fd` (async-signal-safe).
