@@ -127,6 +127,7 @@ GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorCon
   // Uncounted (no descriptor free): the first check counts, or refuses.
   if (config.map_entry_limit != 0 && !count_map_entries(&counted_map_entries_))
     counted_map_entries_ = config.map_entry_limit;
+  map_entries_at_start_ = counted_map_entries_;
   register_allocator(this, table_);
   install_fault_handler();
 }
@@ -157,10 +158,15 @@ bool GuardAllocator::evict_oldest_locked() noexcept {
   return true;
 }
 
-// Room for one more allocation's entries: a reservation and the mapping in it split one
-// inaccessible range into three at most.
+// Room for one more allocation's entries (a reservation and the mapping in it split one
+// inaccessible range into three at most) under either upper estimate: the last count plus 3 an
+// allocation since, or the entries at the start plus 3 a live allocation and 1 a quarantined
+// range (the guard's own can be no more). The first grows with every allocation, freed or not;
+// the second lets a program that frees as it goes run without counts.
 bool GuardAllocator::map_entries_fit() const noexcept {
-  return counted_map_entries_ + map_entries_since_count_ + 3 <= config_.map_entry_limit;
+  const std::size_t since_count = counted_map_entries_ + map_entries_since_count_;
+  const std::size_t by_allocation = map_entries_at_start_ + 3 * table_->stats.live + table_->quarantined();
+  return (since_count < by_allocation ? since_count : by_allocation) + 3 <= config_.map_entry_limit;
 }
 
 // True when one more allocation keeps the process's memory-map entries within

@@ -217,6 +217,7 @@ class GuardAllocator {
   // since, which may make room).
   std::size_t counted_map_entries_ = 0;
   std::size_t map_entries_since_count_ = 0;
+  std::size_t map_entries_at_start_ = 0;
   bool map_limit_refused_ = false;
   std::size_t frees_since_map_refusal_ = 0;
   // Allocations past the check whose mappings a count may not see yet (updated without the lock).
