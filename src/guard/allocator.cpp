@@ -165,7 +165,8 @@ bool GuardAllocator::evict_oldest_locked() noexcept {
 // the second lets a program that frees as it goes run without counts.
 bool GuardAllocator::map_entries_fit() const noexcept {
   const std::size_t since_count = counted_map_entries_ + map_entries_since_count_;
-  const std::size_t by_allocation = map_entries_at_start_ + 3 * table_->stats.live + table_->quarantined();
+  const std::size_t live = table_->stats.live + map_allocations_in_flight_.load(std::memory_order_acquire);
+  const std::size_t by_allocation = map_entries_at_start_ + 3 * live + table_->quarantined();
   return (since_count < by_allocation ? since_count : by_allocation) + 3 <= config_.map_entry_limit;
 }
 
