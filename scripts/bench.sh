@@ -29,7 +29,8 @@ for section in "${sections[@]}"; do
       bash bench/guard/run_guard_bench.sh build/default 50000 256
       bash bench/guard/run_guard_bench.sh build/default 50000 256 5 c
       bash bench/guard/run_guard_bench.sh build/default 20000 4096
-      bash bench/guard/run_compiler_bench.sh build/default ;;
+      bash bench/guard/run_program_bench.sh build/default 3 compiler
+      bash bench/guard/run_program_bench.sh build/default 3 python ;;
     dump) "$b/dump/bench_dump" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true ;;
   esac
 done

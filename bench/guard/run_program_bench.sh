@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# Time and peak resident memory of a real allocation-heavy program, the C++ compiler (cc1plus)
-# compiling one translation unit, under glibc malloc, Electric Fence (libefence.so) and MATE's
-# guarded allocator (mate guard-run), in one run. Where guard_workload measures a fixed mix, this
-# shows what a program with tens of thousands of live allocations and of distinct call paths
-# costs (the stack depot, the unwinder reading the program's unwind tables).
+# Time and peak resident memory of a real allocation-heavy program under glibc malloc, Electric
+# Fence (libefence.so) and MATE's guarded allocator (mate guard-run), in one run. Where
+# guard_workload measures a fixed mix, this shows what a program with thousands of live
+# allocations and many distinct call paths costs (the stack depot, the unwinder's tables).
 #
-#   bash bench/guard/run_compiler_bench.sh [build dir] [runs]
+#   bash bench/guard/run_program_bench.sh [build dir] [runs] [compiler|python]
 #
+# compiler (default): the C++ compiler (cc1plus) compiling one translation unit; python: python3
+# building 20,000 small dicts and round-tripping them through json.
 # Peak RSS is /usr/bin/time's %M: the largest process of the tree (cc1plus; the g++ driver and
 # `mate` are a few MiB). Each row is the median of `runs` runs (default 3).
 set -euo pipefail
 build=${1:-build/default}
 runs=${2:-3}
+program=${3:-compiler}
 mate="$build/bin/mate"
 cxx=${CXX:-g++}
 find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d/$1" ] && { echo "$d/$1"; return; }; done; }
 efence=$(find_lib libefence.so)
-[ -x /usr/bin/time ] || { echo "run_compiler_bench.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "run_program_bench.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -40,7 +42,19 @@ std::vector<std::string> sorted_keys(const std::map<std::string, std::vector<int
   return v;
 }
 CPP
-compile=("$cxx" -O1 -std=c++17 -c "$scratch/tu.cpp" -o "$scratch/tu.o")
+case "$program" in
+  compiler)
+    command=("$cxx" -O1 -std=c++17 -c "$scratch/tu.cpp" -o "$scratch/tu.o")
+    title="cc1plus compiling one C++17 translation unit (-O1)" ;;
+  python)
+    # The system's interpreter, not a version manager's shim (a shell script that would be
+    # measured too).
+    python=/usr/bin/python3
+    [ -x "$python" ] || python=$(command -v python3)
+    command=("$python" -c 'import json; d = [{"k": str(i), "v": [i] * 5} for i in range(20000)]; print(len(json.loads(json.dumps(d))))')
+    title="python3 building 20,000 dicts and round-tripping them through json" ;;
+  *) echo "run_program_bench.sh: unknown program '$program'; accepted: compiler, python" >&2; exit 2 ;;
+esac
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -49,7 +63,7 @@ run() {  # name, command prefix...
   local name=$1; shift
   local secs="" kib=""
   for ((r = 0; r < runs; ++r)); do
-    if ! /usr/bin/time -o "$scratch/time" -f "%e %M" "$@" "${compile[@]}" >"$scratch/out" 2>&1; then
+    if ! /usr/bin/time -o "$scratch/time" -f "%e %M" "$@" "${command[@]}" >"$scratch/out" 2>&1; then
       printf '| %s | failed: %s | | | |\n' "$name" "$(tail -1 "$scratch/out" | tr '|' '/')"; return
     fi
     read -r s k < <(tail -1 "$scratch/time")
@@ -63,7 +77,7 @@ run() {  # name, command prefix...
   printf '| %s | %s | %s | %s | %s |\n' "$name" "$t" "$vs_t" "$m" "$vs_m"
 }
 
-echo "cc1plus compiling one C++17 translation unit (-O1); medians of $runs runs"
+echo "$title; medians of $runs runs"
 echo "| allocator | seconds | time × Electric Fence | peak RSS KiB | RSS × Electric Fence |"
 echo "|---|---:|---:|---:|---:|"
 run "glibc malloc" env
