@@ -7,7 +7,7 @@
 #   bash bench/guard/run_program_bench.sh [build dir] [runs] [compiler|python]
 #
 # compiler (default): the C++ compiler (cc1plus) compiling one translation unit; python: python3
-# building 20,000 small dicts and round-tripping them through json.
+# building 200,000 small dicts and round-tripping them through json.
 # Peak RSS is /usr/bin/time's %M: the largest process of the tree (cc1plus; the g++ driver and
 # `mate` are a few MiB). Each row is the median of `runs` runs (default 3).
 set -euo pipefail
@@ -51,8 +51,8 @@ case "$program" in
     # measured too).
     python=/usr/bin/python3
     [ -x "$python" ] || python=$(command -v python3)
-    command=("$python" -c 'import json; d = [{"k": str(i), "v": [i] * 5} for i in range(20000)]; print(len(json.loads(json.dumps(d))))')
-    title="python3 building 20,000 dicts and round-tripping them through json" ;;
+    command=("$python" -c 'import json; d = [{"k": str(i), "v": [i] * 5} for i in range(200000)]; print(len(json.loads(json.dumps(d))))')
+    title="python3 building 200,000 dicts and round-tripping them through json" ;;
   *) echo "run_program_bench.sh: unknown program '$program'; accepted: compiler, python" >&2; exit 2 ;;
 esac
 
