@@ -127,7 +127,7 @@ GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorCon
   // Uncounted (no descriptor free): the first check counts, or refuses.
   if (config.map_entry_limit != 0 && !count_map_entries(&counted_map_entries_))
     counted_map_entries_ = config.map_entry_limit;
-  map_entries_at_start_ = counted_map_entries_;
+  map_entries_base_ = counted_map_entries_;
   register_allocator(this, table_);
   install_fault_handler();
 }
@@ -160,19 +160,26 @@ bool GuardAllocator::evict_oldest_locked() noexcept {
 
 // Room for one more allocation's entries (a reservation and the mapping in it split one
 // inaccessible range into three at most) under either upper estimate: the last count plus 3 an
-// allocation since, or the entries at the start plus 3 a live allocation and 1 a quarantined
-// range (the guard's own can be no more). The first grows with every allocation, freed or not;
-// the second lets a program that frees as it goes run without counts.
+// allocation since; or the entries not the guard's at the last count plus 3 a live allocation
+// and 1 a quarantined range (what its reservations can split into). The first grows with every
+// allocation, freed or not; the second lets a program that frees as it goes run without counts,
+// but misses the program's own mappings since the count, so it is trusted only until
+// kStaleAllocations allocations after it (then the first, long past the limit, forces a count).
 bool GuardAllocator::map_entries_fit() const noexcept {
   const std::size_t since_count = counted_map_entries_ + map_entries_since_count_;
-  const std::size_t live = table_->stats.live + map_allocations_in_flight_.load(std::memory_order_acquire);
-  const std::size_t by_allocation = map_entries_at_start_ + 3 * live + table_->quarantined();
-  return (since_count < by_allocation ? since_count : by_allocation) + 3 <= config_.map_entry_limit;
+  std::size_t estimate = since_count;
+  const std::size_t stale_after = 8 * (config_.map_entry_limit / 3);
+  if (allocations_since_count_ < stale_after) {
+    const std::size_t live = table_->stats.live + map_allocations_in_flight_.load(std::memory_order_acquire);
+    const std::size_t by_allocation = map_entries_base_ + 3 * live + table_->quarantined();
+    if (by_allocation < estimate) estimate = by_allocation;
+  }
+  return estimate + 3 <= config_.map_entry_limit;
 }
 
 // True when one more allocation keeps the process's memory-map entries within
-// config.map_entry_limit; the caller then calls map_allocation_done() once its mapping is made
-// (or not). The estimate is counted again when it would pass the limit: after a count it runs 3
+// config.map_entry_limit; the allocation then counts as in flight until its mapping is made (or
+// not). The estimate is counted again when it would pass the limit: after a count it runs 3
 // an allocation above the real figure, so counts come once per (limit - entries) / 3
 // allocations, and allocations stop while room for kMinRoomAllocations is left rather than count
 // every few. After a refusal nothing is counted again until that many frees may have made room.
@@ -189,6 +196,10 @@ bool GuardAllocator::within_map_entry_limit() noexcept {
       counted_map_entries_ = n;
       // Allocations between their check and their mapping may be missing from the count.
       map_entries_since_count_ = 3 * map_allocations_in_flight_.load(std::memory_order_acquire);
+      // Each live allocation with bytes has a read-write mapping of its own, between guards.
+      const std::size_t own = table_->stats.live - live_unmapped_;
+      map_entries_base_ = n > own ? n - own : 0;
+      allocations_since_count_ = 0;
       return true;
     };
     const auto room = [&] {
@@ -213,6 +224,7 @@ bool GuardAllocator::within_map_entry_limit() noexcept {
     map_limit_refused_ = false;
   }
   map_entries_since_count_ += 3;
+  allocations_since_count_ += 1;
   map_allocations_in_flight_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -401,6 +413,7 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     table_->stats.allocations += 1;
     table_->stats.live += 1;
     table_->stats.live_bytes += size;
+    if (mapped == 0) live_unmapped_ += 1;
   }
   if (config_.log_allocations) {
     ReportWriter w(kStderr);
@@ -599,6 +612,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
     frees_since_map_refusal_ += 1;
     table_->stats.live -= 1;
     table_->stats.live_bytes -= copy.size;
+    if (copy.mapped() == 0) live_unmapped_ -= 1;
     if (bad > 0) table_->stats.canary_failures += 1;
     if (!checked.unchecked.ok()) table_->stats.canary_unchecked += 1;
     Quarantine::Push pushed;

@@ -230,7 +230,8 @@ std::uint32_t read_record(const Image& image, ElfW(Addr) at, unsigned char* out,
   if (got < 4) return 0;
   std::memcpy(&length, out, 4);
   if (length < 8 || std::size_t{length} + 4 > capacity) return 0;
-  if (std::size_t{length} + 4 > got && !image.read(at + got, out + got, length + 4 - got)) return 0;
+  // Longer than the first read: read again whole, within one segment's file part.
+  if (std::size_t{length} + 4 > got && !image.read(at, out, length + 4)) return 0;
   return length;
 }
 
@@ -661,30 +662,37 @@ Rule rule_from_tables(const Module& m, const File& file, std::uintptr_t pc) noex
   if (count == 0) return {};
   const ElfW(Addr) target = pc - 1 - m.bias;  // the call instruction, in link-time addresses
   // The last entry whose location is at or below the target: narrowed one entry a read to
-  // kChunk entries, which are then read at once (a table of 10,000 takes 7 reads, not 14).
+  // kChunk entries, which are then read at once (a table of 10,000 takes 8 reads, not 15), into
+  // the buffer the FDE is read into next.
   const auto at_or_below = [&](std::int32_t location) {
     return hdr + static_cast<ElfW(Addr)>(static_cast<std::int64_t>(location)) <= target;
   };
   constexpr std::uint64_t kChunk = 128;
   std::uint64_t lo = 0;
   std::uint64_t hi = count;
-  std::int32_t chunk[2 * kChunk];
+  unsigned char stack_bytes[2048];
+  static_assert(sizeof stack_bytes >= kChunk * 8, "the search's last entries fit the FDE buffer");
+  const auto entry = [&](std::uint64_t i, int field) {  // of those read into stack_bytes
+    std::int32_t v;
+    std::memcpy(&v, stack_bytes + i * 8 + static_cast<std::size_t>(field) * 4, 4);
+    return v;
+  };
   while (hi - lo > kChunk) {
     const std::uint64_t mid = lo + (hi - lo) / 2;
-    if (!image.read(table + mid * 8, chunk, 4)) return {};
-    if (at_or_below(chunk[0])) lo = mid; else hi = mid;
+    std::int32_t location = 0;
+    if (!image.read(table + mid * 8, &location, 4)) return {};
+    if (at_or_below(location)) lo = mid; else hi = mid;
   }
-  if (!image.read(table + lo * 8, chunk, (hi - lo) * 8)) return {};
+  if (!image.read(table + lo * 8, stack_bytes, (hi - lo) * 8)) return {};
   std::uint64_t last = 0;  // entry lo is at or below, unless no entry is (lo == 0)
-  while (last + 1 < hi - lo && at_or_below(chunk[2 * (last + 1)])) ++last;
-  if (!at_or_below(chunk[2 * last])) return no_table_entry(m, pc);
-  const ElfW(Addr) fde = hdr + static_cast<ElfW(Addr)>(static_cast<std::int64_t>(chunk[2 * last + 1]));
+  while (last + 1 < hi - lo && at_or_below(entry(last + 1, 0))) ++last;
+  if (!at_or_below(entry(last, 0))) return no_table_entry(m, pc);
+  const ElfW(Addr) fde = hdr + static_cast<ElfW(Addr)>(static_cast<std::int64_t>(entry(last, 1)));
 
   // Most FDEs fit on the stack; a very large function's does not (cc1plus has 14 over 2 KiB, up
   // to 20 KiB: its allocations went to the C++ unwinder, which paged its tables in). Those are
   // read into a mapping of their own: no malloc here.
   // Most FDEs are under 256 bytes: one read.
-  unsigned char stack_bytes[2048];
   unsigned char* fde_bytes = stack_bytes;
   std::uint32_t length = read_record(image, fde, stack_bytes, sizeof stack_bytes, 256);
   ScratchMapping large(0);

@@ -33,7 +33,7 @@ enum class TableWalk {
 // (the CFA of the frame `pc` returns from) and the frame-pointer register's value there.
 // Records `pc` first. Not async-signal-safe: it takes the loader's lock once a walk (to see
 // unloads), and on a cache miss while it reads a module's file. Allocates nothing; preserves
-// errno; uses ~6 KiB of stack on a miss.
+// errno; uses ~5 KiB of stack on a miss.
 TableWalk walk_with_unwind_tables(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t fp, void** frames, int max,
                                   int* n) noexcept;
 

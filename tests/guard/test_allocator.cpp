@@ -392,6 +392,41 @@ TEST(GuardAllocator, MapEntryLimitCountsTheProcesssRealEntries) {
   for (auto p : live) EXPECT_EQ(g.deallocate(p), FreeResult::Ok);
 }
 
+// The program's own mappings made after the guard started count too: a program that frees as it
+// goes (which the per-live-allocation estimate alone would let run without counts) is counted
+// again after a while, and the guard then leaves the program its entries.
+TEST(GuardAllocator, MapEntryLimitSeesTheProgramsOwnLaterMappings) {
+  GuardAllocatorConfig c = small();
+  c.max_allocations = 1u << 14;
+  c.quarantine_bytes = 0;  // frees give their entries back at once
+  std::size_t start = 0;
+  ASSERT_TRUE(mate::guard::count_map_entries(&start));
+  c.map_entry_limit = start + 4000;
+  GuardAllocator g(mate::device::host_backend(), c);
+  // 1,500 entries of the program's own: pages of alternating protection.
+  const std::size_t pages = 1500;
+  auto* region = static_cast<char*>(mmap(nullptr, pages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(region, MAP_FAILED);
+  for (std::size_t i = 1; i < pages; i += 2) ASSERT_EQ(mprotect(region + i * kPage, kPage, PROT_READ), 0);
+  for (std::size_t i = 0; i < 8 * (c.map_entry_limit / 3) + 100; ++i) {
+    auto r = g.allocate(100);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+  }
+  std::vector<std::uintptr_t> live;
+  testing::internal::CaptureStderr();
+  for (auto r = g.allocate(100); r; r = g.allocate(100)) {
+    live.push_back(r.ptr);
+    ASSERT_LT(live.size(), 4000u) << "the limit was not kept";
+  }
+  (void)testing::internal::GetCapturedStderr();
+  std::size_t end = 0;
+  ASSERT_TRUE(mate::guard::count_map_entries(&end));
+  EXPECT_LE(end, c.map_entry_limit);
+  for (auto p : live) EXPECT_EQ(g.deallocate(p), FreeResult::Ok);
+  munmap(region, pages * kPage);
+}
+
 // When the entries cannot be counted (no file descriptor free to read /proc/self/maps), the
 // estimate is kept from above: allocations are refused rather than mapped past an unknown count.
 // Exits 0 when the allocation was refused.

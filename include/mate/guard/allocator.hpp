@@ -217,7 +217,11 @@ class GuardAllocator {
   // since, which may make room).
   std::size_t counted_map_entries_ = 0;
   std::size_t map_entries_since_count_ = 0;
-  std::size_t map_entries_at_start_ = 0;
+  // The entries not the guard's at the last count, from above (the count less the live
+  // allocations' own read-write mappings), and the allocations since that count.
+  std::size_t map_entries_base_ = 0;
+  std::size_t allocations_since_count_ = 0;
+  std::size_t live_unmapped_ = 0;  // zero-byte live allocations: no read-write mapping of their own
   bool map_limit_refused_ = false;
   std::size_t frees_since_map_refusal_ = 0;
   // Allocations past the check whose mappings a count may not see yet (updated without the lock).
