@@ -163,8 +163,8 @@ bool GuardAllocator::evict_oldest_locked() noexcept {
 // allocation since; or the entries not the guard's at the last count plus 3 a live allocation
 // and 1 a quarantined range (what its reservations can split into). The first grows with every
 // allocation, freed or not; the second lets a program that frees as it goes run without counts,
-// but misses the program's own mappings since the count, so it is trusted only until
-// kStaleAllocations allocations after it (then the first, long past the limit, forces a count).
+// but misses the program's own mappings since the count, so it is trusted only for 8/3 x the
+// limit allocations after it (then the first, long past the limit, forces a count).
 bool GuardAllocator::map_entries_fit() const noexcept {
   const std::size_t since_count = counted_map_entries_ + map_entries_since_count_;
   std::size_t estimate = since_count;

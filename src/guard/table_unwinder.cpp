@@ -625,12 +625,13 @@ constexpr std::uint32_t kMaxFdeBytes = std::uint32_t{1} << 20;
 
 // Anonymous read-write memory for the walk's larger reads, unmapped at the end of the scope.
 struct ScratchMapping {
-  explicit ScratchMapping(std::size_t n) noexcept { map(n); }
-  void map(std::size_t n) noexcept {  // once
-    size = n;
-    if (n == 0) return;
+  ScratchMapping() noexcept = default;
+  // `bytes` stays null when the system refuses the mapping. Once.
+  void map(std::size_t n) noexcept {
     void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p != MAP_FAILED) bytes = static_cast<unsigned char*>(p);
+    if (p == MAP_FAILED) return;
+    bytes = static_cast<unsigned char*>(p);
+    size = n;
   }
   ~ScratchMapping() {
     if (bytes != nullptr) ::munmap(bytes, size);
@@ -689,13 +690,12 @@ Rule rule_from_tables(const Module& m, const File& file, std::uintptr_t pc) noex
   if (!at_or_below(entry(last, 0))) return no_table_entry(m, pc);
   const ElfW(Addr) fde = hdr + static_cast<ElfW(Addr)>(static_cast<std::int64_t>(entry(last, 1)));
 
-  // Most FDEs fit on the stack; a very large function's does not (cc1plus has 14 over 2 KiB, up
-  // to 20 KiB: its allocations went to the C++ unwinder, which paged its tables in). Those are
-  // read into a mapping of their own: no malloc here.
-  // Most FDEs are under 256 bytes: one read.
+  // Most FDEs are under 256 bytes (one read) and all but a very large function's fit on the
+  // stack; those (cc1plus has 14 over 2 KiB, up to 20 KiB: its allocations went to the C++
+  // unwinder, which paged its tables in) are read into a mapping of their own: no malloc here.
   unsigned char* fde_bytes = stack_bytes;
   std::uint32_t length = read_record(image, fde, stack_bytes, sizeof stack_bytes, 256);
-  ScratchMapping large(0);
+  ScratchMapping large;
   if (length == 0) {
     if (!image.read(fde, &length, 4) || length < 8 || length > kMaxFdeBytes) return {};
     if (length + 4 <= sizeof stack_bytes) return {};  // it fitted, and could not be read

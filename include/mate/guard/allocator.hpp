@@ -71,10 +71,10 @@ struct GuardAllocatorConfig {
   // Frames of the caller's own wrappers (e.g. an interposed malloc) left out of backtraces.
   int skip_frames = 0;
   // Host memory only. The most memory-map entries (the unit of vm.max_map_count) the process
-  // may have for the allocator to map one more allocation. The allocator keeps an upper estimate
-  // (3 entries per allocation, 1 per range given back) and counts the process's entries
-  // (/proc/self/maps) when the estimate would pass the limit: neighbouring guard pages and
-  // quarantined ranges share entries, so a program gets ~2 entries per live allocation, not 3.
+  // may have for the allocator to map one more allocation. The allocator keeps upper estimates
+  // (GuardAllocator::map_entries_fit) and counts the process's entries (/proc/self/maps) when
+  // they would pass the limit: neighbouring guard pages and quarantined ranges share entries,
+  // so a program gets ~2 entries per live allocation, not 3.
   // At the limit the oldest quarantined ranges are given back (half at a time, while that frees
   // entries), then allocations are refused as when the system refuses a mapping. 0: no limit.
   // mate guard-run sets vm.max_map_count less a margin for the program's own threads, libraries
