@@ -27,7 +27,7 @@ namespace mate::guard {
 
 namespace {
 
-constexpr int kTimeoutMs = 5000;  // per module; a huge debug-info file is not worth a hung report
+constexpr int kTimeoutMs = 5000;  // for the whole backtrace; a huge debug-info file is not worth a hung report
 constexpr std::size_t kOutputBytes = 16384;
 constexpr std::size_t kPathBytes = 512;
 constexpr int kMaxEnvironment = 512;
