@@ -4,6 +4,7 @@
 #include <string>
 #include <exception>
 
+#include "build_info.hpp"
 #include "commands.hpp"
 #include "program_arguments.hpp"
 #include "mate/config.hpp"
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
                "mate"};
   app.require_subcommand(1, 1);
   app.fallthrough(false);
+  app.set_version_flag("--version", std::string("mate ") + build_info::kVersion);
   int exit_code = kExitOk;
   // The reference kernel library's modules, for module-status and aot-build (registered here:
   // a registration object inside the static library would be dropped by the linker).
@@ -30,6 +32,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mate: unknown command '%s'; the commands are %s (mate --help)\n", argv[1], names.c_str());
     return kExitUsage;
   }
+  if (argc > 1 && argv[1][0] == '-' && std::string(argv[1]) != "--" && !app.get_option_no_throw(argv[1])) {
+    // CLI11 would say "A subcommand is required" for `mate --bogus`, naming neither.
+    std::fprintf(stderr, "mate: unknown option '%s'; before a command mate takes only --help and --version (mate --help)\n",
+                 argv[1]);
+    return kExitUsage;
+  }
   try {
     mate::config::warn_unknown_variables_once();
     std::vector<std::string> args = with_end_of_options(app, argc, argv);
@@ -38,6 +46,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

@@ -75,7 +75,7 @@ void add_module_status_command(CLI::App& app, int& exit_code) {
                               {"jit_enabled", summary.jit_enabled},
                               {"aot_directories", summary.aot_directories}}},
                             {"modules", modules}};
-      std::cout << out.dump(2) << "\n";
+      std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       exit_code = kExitOk;
       return;
     }

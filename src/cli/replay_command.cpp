@@ -187,7 +187,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
     }
     const std::size_t failed = count - passed;
     if (f->json) {
-      fmt::print("{}\n", nlohmann::json({{"calls", calls}, {"passed", passed}, {"failed", failed}}).dump(2));
+      fmt::print("{}\n", nlohmann::json({{"calls", calls}, {"passed", passed}, {"failed", failed}}).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       if (count == 0) fmt::print("no calls to replay in {}{}\n", f->dir, f->filter.empty() ? "" : " matching --filter " + f->filter);
       fmt::print("{} passed, {} failed\n", passed, failed);

@@ -9,6 +9,8 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "config_internal.hpp"
 #include "mate/config.hpp"
@@ -174,6 +176,9 @@ std::string accepted_values(Var id) {
       }
       if (spec.lo && spec.hi)
         return std::string(number_word(v.type)) + " from " + number_text(*spec.lo) + " to " + number_text(*spec.hi);
+      // Integers are 64-bit: the top is said, so "out of range" for 2^63 is not a riddle.
+      if (spec.lo && v.type == Type::Int)
+        return "an integer from " + number_text(*spec.lo) + " to " + std::to_string(std::numeric_limits<std::int64_t>::max());
       if (spec.lo) return std::string(number_word(v.type)) + " >= " + number_text(*spec.lo);
       return std::string(number_word(v.type));
     }

@@ -39,6 +39,18 @@ TEST(MateCli, NoSubcommandOrUnknownOptionIsUsageError) {
   EXPECT_THAT(unknown.err, HasSubstr("unknown command 'enb'; the commands are env, "));
 }
 
+TEST(MateCli, UnknownOptionBeforeTheCommandIsNamed) {
+  auto r = mate_cmd({"--bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown option '--bogus'; before a command mate takes only --help and --version"));
+}
+
+TEST(MateCli, VersionFlagPrintsTheVersion) {
+  auto r = mate_cmd({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "mate " MATE_VERSION "\n");
+}
+
 TEST(MateCli, VersionSaysVersionBuildCompilerAndBackends) {
   auto r = mate_cmd({"version"});
   EXPECT_EQ(r.exit_code, 0);
@@ -121,6 +133,20 @@ TEST(MateEnv, JsonCarriesTheSameFields) {
   EXPECT_EQ(j["unknown"][0]["suggestion"], "MATE_LOGLEVEL");
 }
 
+TEST(MateEnv, JsonStaysJsonWhenAValueIsNotUtf8) {
+  // A shell can put any byte in a variable; JSON text cannot hold it: replaced by U+FFFD.
+  auto r = mate_cmd({"env", "--json"}, {{"MATE_LOGLEVEL", "3\xff"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  bool found = false;
+  for (const auto& v : doc["variables"])
+    if (v["name"] == "MATE_LOGLEVEL") {
+      found = true;
+      EXPECT_EQ(v["value"], "3\xef\xbf\xbd");
+    }
+  EXPECT_TRUE(found) << r.out;
+}
+
 TEST(MateEnv, JsonValueOfAnUnsetVariableIsItsDefaultOrNull) {
   auto j = nlohmann::json::parse(mate_cmd({"env", "--json", "--all"}).out);
   std::map<std::string, nlohmann::json> value;
@@ -140,7 +166,8 @@ TEST(MateEnv, CheckSeesTheShardIndexBeyondTheTotal) {
 TEST(MateEnv, NumbersTooLargeAreOutOfRange) {
   auto r = mate_cmd({"env", "--check"}, {{"MATE_DUMP_MAX_COUNT", "99999999999999999999"}, {"MATE_DUMP_MAX_SIZE_GB", "1e400"}});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("MATE_DUMP_MAX_COUNT='99999999999999999999' is invalid: out of range"));
+  EXPECT_THAT(r.err, HasSubstr("MATE_DUMP_MAX_COUNT='99999999999999999999' is invalid: out of range; "
+                               "accepted: an integer from 0 to 9223372036854775807"));
   EXPECT_THAT(r.err, HasSubstr("MATE_DUMP_MAX_SIZE_GB='1e400' is invalid: out of range"));
 }
 
