@@ -45,6 +45,16 @@ void add_aot_build_command(CLI::App& app, int& exit_code) {
         return;
       }
     }
+    if (specs.empty()) {  // the filters leave nothing: nothing to build, no manifest to write
+      std::string named, of;
+      for (const auto& m : flags->modules) named += (named.empty() ? "" : ", ") + m;
+      for (const auto& t : flags->toolchains) of += (of.empty() ? "" : ", ") + t;
+      fmt::print(stderr, "mate aot-build: no module left to build: {} of --toolchain {} "
+                         "(`mate module-status` lists each module's toolchain)\n",
+                 named.empty() ? std::string("no known module is") : "none of --module " + named + " is", of);
+      exit_code = kExitUsage;
+      return;
+    }
     std::error_code ec;
     std::filesystem::create_directories(flags->out, ec);
     if (ec || !std::filesystem::is_directory(flags->out)) {

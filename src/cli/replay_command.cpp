@@ -186,10 +186,15 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       return;
     }
     const std::size_t failed = count - passed;
+    // Nothing verified is a failure (exit 1), said on stderr in both output forms.
+    if (count == 0)
+      fmt::print(stderr,
+                 "mate replay: no calls to replay in {}{}: a call is a directory holding call.json, as "
+                 "MATE_LOGLEVEL=10 writes them under MATE_DUMP_DIR (docs/dumps-and-replay.md)\n",
+                 f->dir, f->filter.empty() ? "" : " matching --filter " + f->filter);
     if (f->json) {
       fmt::print("{}\n", nlohmann::json({{"calls", calls}, {"passed", passed}, {"failed", failed}}).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
-      if (count == 0) fmt::print("no calls to replay in {}{}\n", f->dir, f->filter.empty() ? "" : " matching --filter " + f->filter);
       fmt::print("{} passed, {} failed\n", passed, failed);
     }
     exit_code = passed == count && count != 0 ? kExitOk : kExitFailed;

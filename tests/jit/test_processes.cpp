@@ -370,6 +370,13 @@ TEST_F(JitProcesses, ModuleStatusListsKnownModulesOfflineAndClearCacheRemovesThe
   EXPECT_EQ(host_only.exit_code, 0) << host_only.out << host_only.err;
   EXPECT_THAT(host_only.out, HasSubstr("built   mate_sample_axpy_f32_t64"));
   EXPECT_THAT(host_only.out, Not(HasSubstr("mate_sample_scale_cuda")));
+  // ... but filters that leave nothing are a usage error, and no manifest is written.
+  RunResult none_left = run({MATE_BINARY, "aot-build", "--out", dir.path + "/aot_none", "--toolchain", "cuda",
+                             "--module", "mate_sample_axpy_f32_t64"}, with_env(e));
+  EXPECT_EQ(none_left.exit_code, 2) << none_left.out << none_left.err;
+  EXPECT_THAT(none_left.err, HasSubstr("no module left to build: none of --module mate_sample_axpy_f32_t64 is of "
+                                       "--toolchain cuda"));
+  EXPECT_FALSE(fs::exists(dir.path + "/aot_none"));
 
   RunResult clear = run({MATE_BINARY, "clear-cache"}, with_env(e));
   EXPECT_EQ(clear.exit_code, 0) << clear.err;

@@ -317,7 +317,12 @@ TEST_F(ReplayCli, UsageErrors) {
   fs::create_directories(dumps());
   r = replay({"--dir", dumps()});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("no calls to replay"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("no calls to replay in " + dumps() + ": a call is a directory holding call.json"),
+            std::string::npos) << r.err;
+  r = replay({"--dir", dumps(), "--json"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no calls to replay in "), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["calls"].size(), 0u) << r.out;
 }
 
 #ifdef MATE_REPLAY_HAVE_GUARD
