@@ -32,6 +32,20 @@ std::string str_or(const json& j, const char* key, std::string fallback = "") {
   return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
+// j[key] as a string or a bool, a FieldError naming the key otherwise (nlohmann's own message
+// names neither the field nor the file); a missing key is json::out_of_range, as with at().
+std::string string_at(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_string()) throw detail::FieldError(std::string(key) + ": expected a string, found " + v.dump());
+  return v.get<std::string>();
+}
+
+bool bool_at(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_boolean()) throw detail::FieldError(std::string(key) + ": expected true or false, found " + v.dump());
+  return v.get<bool>();
+}
+
 double float_value(const json& v) {
   if (v.is_number()) return v.get<double>();
   const std::string s = v.get<std::string>();  // non-finite values are written as text
@@ -45,15 +59,15 @@ RecordedArg parse_arg(const json& j, int depth) {
   if (depth > 16) throw DumpError("arguments nested deeper than 16 lists");
   if (!j.is_object()) throw DumpError("an argument is not a JSON object");
   RecordedArg a;
-  a.name = j.at("name").get<std::string>();
-  a.kind = j.at("kind").get<std::string>();
+  a.name = string_at(j, "name");
+  a.kind = string_at(j, "kind");
   a.type = str_or(j, "type");
   a.error = str_or(j, "error");
-  if (a.kind == "bool") a.b = j.at("value").get<bool>();
+  if (a.kind == "bool") a.b = bool_at(j, "value");
   else if (a.kind == "int" || a.kind == "enum") a.i = detail::integer_at<std::int64_t>(j, "value");
   else if (a.kind == "uint") a.u = detail::integer_at<std::uint64_t>(j, "value");
   else if (a.kind == "float") a.f = float_value(j.at("value"));
-  else if (a.kind == "str") a.s = j.at("value").get<std::string>();
+  else if (a.kind == "str") a.s = string_at(j, "value");
   else if (a.kind == "tensor") {
     a.file = str_or(j, "file");
     a.key = str_or(j, "key");
@@ -97,7 +111,7 @@ CallRecord parse_call(std::string_view text, const std::string& dir) {
     if (str_or(j, "format") != "mate-dump") throw DumpError("format is not \"mate-dump\"");
     const int version = detail::integer_at<int>(j, "version");
     if (version != kCallFormatVersion) throw DumpError("unsupported version " + std::to_string(version) + " (this reader reads 1)");
-    r.function = j.at("function").get<std::string>();
+    r.function = string_at(j, "function");
     r.seq = detail::integer_at<std::uint64_t>(j, "seq");
     r.pid = j.contains("pid") ? detail::integer_at<decltype(r.pid)>(j, "pid") : 0;
     r.tid = j.contains("tid") ? detail::integer_at<decltype(r.tid)>(j, "tid") : 0;
@@ -105,7 +119,7 @@ CallRecord parse_call(std::string_view text, const std::string& dir) {
     r.started = str_or(j, "started");
     r.finished = str_or(j, "finished");
     r.process_first_started = str_or(j, "process_first_started");
-    const std::string status = j.at("status").get<std::string>();
+    const std::string status = string_at(j, "status");
     bool known = false;
     for (const auto& [s, name] : kStatus) {
       if (status == name) {
@@ -114,7 +128,7 @@ CallRecord parse_call(std::string_view text, const std::string& dir) {
       }
     }
     if (!known) throw DumpError("unknown status \"" + status + "\"");
-    r.tensor_format = j.at("tensor_format").get<std::string>();
+    r.tensor_format = string_at(j, "tensor_format");
     if (r.tensor_format != "mate" && r.tensor_format != "safetensors")
       throw DumpError("unknown tensor_format \"" + r.tensor_format + "\"");
     if (auto e = j.find("exception"); e != j.end() && e->is_object()) {

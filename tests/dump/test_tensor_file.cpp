@@ -192,6 +192,14 @@ TEST_F(TensorFileTest, NonIntegerOrOutOfRangeFieldsAreClearErrors) {
   fs::create_directories(call);
   std::ofstream(call / "call.json") << R"({"format":"mate-dump","version":1,"function":"g","seq":1e30,"status":"completed","tensor_format":"mate"})";
   EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("seq: expected an integer, found 1e+30"), std::string::npos);
+  // A string or bool field of another type is named too (not nlohmann's "type must be string").
+  std::ofstream(call / "call.json") << R"({"format":"mate-dump","version":1,"function":5,"seq":1,"status":"completed","tensor_format":"mate"})";
+  EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("call.json: invalid field: function: expected a string, found 5"),
+            std::string::npos);
+  std::ofstream(call / "call.json") << R"({"format":"mate-dump","version":1,"function":"g","seq":1,"status":"completed","tensor_format":"mate",)"
+                                       R"("inputs":[{"name":"flag","kind":"bool","value":"yes"}]})";
+  EXPECT_NE(expect_error([&] { mate::dump::read_call(call.string()); }).find("invalid field: value: expected true or false, found \"yes\""),
+            std::string::npos);
 }
 
 // A crafted header whose lowest and highest bytes are each within 64 bits but 2^63 + 4 apart
