@@ -138,7 +138,17 @@ bool is_arch(std::string_view item) {
   auto digits = [](std::string_view s) {
     return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
   };
-  return digits(item.substr(0, dot)) && digits(item.substr(dot + 1));
+  // A major version 1 to 99 and a minor 0 to 9 (compute capability 9.0, 12.0; MUSA 3.1; "09.0"
+  // is 9.0): what the compilers' sm_XY / mp_XY names can say. "0.0" or "99999999999999999999.0"
+  // would only fail later, inside nvcc, after module-status had shown them as ordinary archs.
+  auto number = [&](std::string_view s, int* out) {
+    if (s.size() > 4 || !digits(s)) return false;
+    *out = std::stoi(std::string(s));
+    return true;
+  };
+  int major = 0, minor = 0;
+  return number(item.substr(0, dot), &major) && number(item.substr(dot + 1), &minor) && major >= 1 && major <= 99 &&
+         minor <= 9;
 }
 
 std::vector<std::string> parse_arch_list(const VarInfo& v, std::string_view text) {
@@ -151,7 +161,7 @@ std::vector<std::string> parse_arch_list(const VarInfo& v, std::string_view text
     if (j > i) {
       std::string_view item = text.substr(i, j - i);
       if (!is_arch(item))
-        reject(v, text, "'" + std::string(item) + "' is not a major.minor architecture");
+        reject(v, text, "'" + std::string(item) + "' is not a major.minor architecture (major 1 to 99, minor 0 to 9)");
       out.emplace_back(item);
     }
     i = j;

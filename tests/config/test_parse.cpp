@@ -96,7 +96,10 @@ TEST(ParsePatternList, CommaSeparatedTrimmedEmptyItemsDropped) {
 TEST(ParseArchList, SpaceSeparatedMajorMinor) {
   EXPECT_EQ(parse(Var::MATE_MUSA_ARCH_LIST, "3.1 4.0").list, (std::vector<std::string>{"3.1", "4.0"}));
   EXPECT_EQ(parse(Var::MATE_CUDA_ARCH_LIST, " 9.0   10.0 ").list, (std::vector<std::string>{"9.0", "10.0"}));
-  for (const char* t : {"sm_90", "9", "9.", ".0", "9.0,10.0", "9.0a"}) {
+  EXPECT_EQ(parse(Var::MATE_CUDA_ARCH_LIST, "12.0 7.5 09.0").list, (std::vector<std::string>{"12.0", "7.5", "09.0"}));
+  // What no compiler names: a zero or three-digit major, a two-digit minor, numbers past 64 bits.
+  for (const char* t : {"sm_90", "9", "9.", ".0", "9.0,10.0", "9.0a", "0.0", "100.0", "9.10",
+                        "99999999999999999999.0", "9.99999999999999999999"}) {
     std::string msg = error_of(Var::MATE_CUDA_ARCH_LIST, t);
     EXPECT_THAT(msg, HasSubstr("major.minor")) << t;
   }
