@@ -1,5 +1,7 @@
 // `mate replay`: runs dumped API calls again and compares their outputs with the recorded ones.
 #include <dlfcn.h>
+
+#include <filesystem>
 #include <fmt/format.h>
 
 #include <charconv>
@@ -133,7 +135,14 @@ void add_replay_command(CLI::App& app, int& exit_code) {
     for (const std::string& lib : f->libs) {
       // RTLD_GLOBAL: the library's registrations and MATE_API calls bind to this program's MATE.
       if (::dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
-        fmt::print(stderr, "mate replay: cannot load --lib {}: {}\n", lib, ::dlerror());
+        const std::string why = ::dlerror();
+        // dlopen looks for a bare name on the library path, never in the current directory.
+        std::error_code ec;
+        const bool here = lib.find('/') == std::string::npos && std::filesystem::exists(lib, ec);
+        fmt::print(stderr, "mate replay: cannot load --lib {}: {}{}\n", lib, why,
+                   here ? "; a name without '/' is looked for on the library path, not in the current "
+                          "directory: --lib ./" + lib
+                        : "");
         exit_code = kExitUsage;
         return;
       }

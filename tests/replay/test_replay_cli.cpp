@@ -314,6 +314,14 @@ TEST_F(ReplayCli, UsageErrors) {
   r = replay({"--dir", "x", "--lib", "/nonexistent/libx.so"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("cannot load --lib /nonexistent/libx.so"), std::string::npos) << r.err;
+  // A bare name of a file in the current directory: dlopen does not look there; the error says so.
+  fs::create_directories(root_ / "here");
+  fs::copy_file(SAMPLE_LIB, root_ / "here" / "libsample_here.so");
+  mate::testing::RunOptions in_here;
+  in_here.cwd = (root_ / "here").string();
+  r = run({MATE_BIN, "replay", "--dir", "x", "--lib", "libsample_here.so"}, in_here);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("not in the current directory: --lib ./libsample_here.so"), std::string::npos) << r.err;
   fs::create_directories(dumps());
   r = replay({"--dir", dumps()});
   EXPECT_EQ(r.exit_code, 1);
