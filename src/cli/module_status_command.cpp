@@ -69,6 +69,7 @@ void add_module_status_command(CLI::App& app, int& exit_code) {
       nlohmann::json out = {{"summary",
                              {{"cache_root", summary.cache_root},
                               {"cache_bytes", summary.cache_bytes},
+                              {"cache_problem", summary.cache_problem},
                               {"host_arch", summary.host_arch},
                               {"cuda_arch_list", summary.cuda_archs},
                               {"musa_arch_list", summary.musa_archs},
@@ -97,6 +98,7 @@ void add_module_status_command(CLI::App& app, int& exit_code) {
     }
     if (rows.empty()) fmt::print("(no module matches)\n");
     fmt::print("\ncache: {} ({})\n", summary.cache_root, human_bytes(summary.cache_bytes));
+    if (!summary.cache_problem.empty()) fmt::print("       unusable: {}\n", summary.cache_problem);
     // An arch list starts with a digit; anything else is the reason there is none.
     auto archs = [](const std::string& v) { return !v.empty() && std::isdigit(static_cast<unsigned char>(v[0])) ? v : "none: " + v; };
     fmt::print("arch: host {}\n      CUDA {}\n      MUSA {}\n", summary.host_arch, archs(summary.cuda_archs),

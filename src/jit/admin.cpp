@@ -99,7 +99,9 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
   const std::string root = cache_root();
   Plan plan;
   try {
-    plan = make_plan(spec, root + "/toolchains");
+    // A status query creates nothing: the compiler-version memo is kept only in a cache that exists.
+    std::error_code ec;
+    plan = make_plan(spec, fs::is_directory(root, ec) ? root + "/toolchains" : "");
   } catch (const ModuleError& e) {
     s.state = ModuleState::NotBuildable;
     s.detail = e.what();
@@ -168,6 +170,13 @@ CacheSummary cache_summary() {
   CacheSummary c;
   c.cache_root = cache_root();
   c.cache_bytes = directory_size(c.cache_root);
+  // The cache or the nearest of its parents that exists must be a directory (a file there, e.g.
+  // MATE_WORKSPACE_BASE naming one, makes every JIT build fail).
+  std::error_code ec;
+  fs::path p = c.cache_root;
+  while (!p.empty() && p != p.parent_path() && !fs::exists(p, ec)) p = p.parent_path();
+  if (fs::exists(p, ec) && !fs::is_directory(p, ec))
+    c.cache_problem = p.string() + " is not a directory: JIT builds cannot write the cache";
   c.host_arch = host_arch();
   auto archs = [](Toolchain t) {
     std::string why;

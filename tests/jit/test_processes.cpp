@@ -310,6 +310,23 @@ TEST_F(JitProcesses, MateFindsTheBuildTreeAotModulesNextToItsBinary) {
   EXPECT_THAT(r.out, HasSubstr(fs::path(aot).parent_path().string()));
 }
 
+// module-status only reads: a mistyped workspace is not created, and one that cannot hold a
+// cache (a file) is said, before a JIT build fails on it.
+TEST_F(JitProcesses, ModuleStatusCreatesNothingAndSaysWhenTheCacheCannotBeWritten) {
+  const std::string typo = workspace + "/no/such/base";
+  RunResult r = run({MATE_BINARY, "module-status"}, with_env({{"MATE_WORKSPACE_BASE", typo}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(workspace + "/no"));
+  EXPECT_THAT(r.out, Not(HasSubstr("unusable")));
+  fs::create_directories(workspace);
+  { std::ofstream(workspace + "/a_file") << "x"; }
+  r = run({MATE_BINARY, "module-status"}, with_env({{"MATE_WORKSPACE_BASE", workspace + "/a_file"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("unusable: " + workspace + "/a_file is not a directory: JIT builds cannot write the cache"));
+  r = run({MATE_BINARY, "module-status", "--json"}, with_env({{"MATE_WORKSPACE_BASE", workspace + "/a_file"}}));
+  EXPECT_THAT(nlohmann::json::parse(r.out)["summary"]["cache_problem"].get<std::string>(), HasSubstr("is not a directory"));
+}
+
 TEST_F(JitProcesses, DisableJitWithoutAotFailsNamingTheModule) {
   RunResult r = probe({{"MATE_DISABLE_JIT", "1"}});
   EXPECT_EQ(r.exit_code, 1);

@@ -39,6 +39,8 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library = 
 struct CacheSummary {
   std::string cache_root;
   std::uint64_t cache_bytes = 0;
+  // Empty, or why JIT builds cannot write the cache ("/x/base is not a directory").
+  std::string cache_problem;
   std::string host_arch;
   std::string cuda_archs;  // "9.0 10.0", or why there is none
   std::string musa_archs;
