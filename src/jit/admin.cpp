@@ -229,6 +229,10 @@ ClearResult clear_cache(bool all_versions) {
   remove_dead_trash(base + "/.cache", r);
   struct stat st {};
   if (::stat(r.path.c_str(), &st) != 0) return r;
+  // Only a directory can be the cache: anything else there is not MATE's to delete.
+  if (!S_ISDIR(st.st_mode))
+    throw ModuleError(ModuleError::Kind::CacheError,
+                      fmt::format("{} is not a directory, so not a MATE cache: left as it is", r.path));
   r.existed = true;
   r.bytes = directory_size(r.path);
   // Rename first: processes see the whole cache or none of it, never a half-deleted entry. The

@@ -327,6 +327,15 @@ TEST_F(JitProcesses, ModuleStatusCreatesNothingAndSaysWhenTheCacheCannotBeWritte
   EXPECT_THAT(nlohmann::json::parse(r.out)["summary"]["cache_problem"].get<std::string>(), HasSubstr("is not a directory"));
 }
 
+TEST_F(JitProcesses, ClearCacheLeavesAFileWhereTheCacheWouldBe) {
+  fs::create_directories(workspace + "/.cache");
+  { std::ofstream(workspace + "/.cache/mate") << "not mine"; }
+  RunResult r = run({MATE_BINARY, "clear-cache", "--all-versions"}, with_env({{"MATE_WORKSPACE_BASE", workspace}}));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr(workspace + "/.cache/mate is not a directory, so not a MATE cache: left as it is"));
+  EXPECT_EQ(read_file(workspace + "/.cache/mate"), "not mine");
+}
+
 TEST_F(JitProcesses, DisableJitWithoutAotFailsNamingTheModule) {
   RunResult r = probe({{"MATE_DISABLE_JIT", "1"}});
   EXPECT_EQ(r.exit_code, 1);
