@@ -1,10 +1,33 @@
 #include "env_report.hpp"
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
 namespace mate::config {
 
 namespace {
+
+// Why a path variable's value cannot serve, or "": a directory variable naming something else
+// that exists (MATE_DUMP_DIR=/etc/passwd), a compiler variable naming a directory or an absolute
+// path that does not exist. Parsing alone accepts them; the runtime then fails far from here.
+// (stat, not std::filesystem: this file is linked into the guard's preload library.)
+std::string path_problem(const VarInfo& v, const std::string& value) {
+  if (value.empty()) return "";
+  struct stat st {};
+  const bool exists = ::stat(value.c_str(), &st) == 0;
+  if (v.id == Var::MATE_DUMP_DIR || v.id == Var::MATE_WORKSPACE_BASE) {
+    if (exists && !S_ISDIR(st.st_mode))
+      return fmt::format("{}='{}' is invalid: it exists and is not a directory; accepted: a directory (made when "
+                         "missing)", v.name, value);
+  } else if (v.id == Var::MATE_NVCC || v.id == Var::MATE_MCC) {
+    if (exists && S_ISDIR(st.st_mode))
+      return fmt::format("{}='{}' is invalid: a directory; accepted: the compiler's path", v.name, value);
+    if (!exists && value[0] == '/')
+      return fmt::format("{}='{}' is invalid: no such file; accepted: the compiler's path", v.name, value);
+  }
+  return "";
+}
 
 VariableReport report_known(const VarInfo& v) {
   VariableReport r;
@@ -14,7 +37,10 @@ VariableReport report_known(const VarInfo& v) {
   r.value = raw(v.id).value_or(std::string(r.source == Source::Default ? v.shown_default : ""));
   try {
     (void)get(v.id);
-    if (v.id == Var::MATE_PYTEST_SHARD_INDEX && pytest_shard_index() >= pytest_shard_total()) {
+    if (std::string why = r.source != Source::Default ? path_problem(v, r.value) : ""; !why.empty()) {
+      r.valid = false;
+      r.error = std::move(why);
+    } else if (v.id == Var::MATE_PYTEST_SHARD_INDEX && pytest_shard_index() >= pytest_shard_total()) {
       // The one rule between two variables; the test programs refuse to start on it.
       r.valid = false;
       r.error = fmt::format("MATE_PYTEST_SHARD_INDEX={} is not below MATE_PYTEST_SHARD_TOTAL={}; accepted: 0 to {}",

@@ -82,6 +82,25 @@ TEST(MateEnv, CheckFailsOnInvalidValueNamingVariableValueAndAccepted) {
   EXPECT_EQ(mate_cmd({"env", "--check"}, {{"MATE_LOGLEVEL", "5"}}).exit_code, 0);
 }
 
+// Paths that parse but cannot serve: a file where a directory goes, a directory or a missing
+// absolute path where a compiler goes.
+TEST(MateEnv, CheckFailsOnPathsTheRuntimeWouldReject) {
+  const std::string file = ::testing::TempDir() + "/mate_env_check_a_file";
+  { std::ofstream(file) << "x"; }
+  auto r = mate_cmd({"env", "--check"}, {{"MATE_DUMP_DIR", file}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("MATE_DUMP_DIR='" + file + "' is invalid: it exists and is not a directory"));
+  r = mate_cmd({"env", "--check"}, {{"MATE_NVCC", ::testing::TempDir()}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("is invalid: a directory; accepted: the compiler's path"));
+  r = mate_cmd({"env", "--check"}, {{"MATE_MCC", "/nonexistent/mcc"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("MATE_MCC='/nonexistent/mcc' is invalid: no such file"));
+  // A directory not made yet is fine (made on first use), as is a compiler found on PATH.
+  EXPECT_EQ(mate_cmd({"env", "--check"}, {{"MATE_DUMP_DIR", file + ".d/dumps"}, {"MATE_NVCC", "nvcc"}}).exit_code, 0);
+  std::remove(file.c_str());
+}
+
 TEST(MateEnv, UnknownVariableWarnsOnceWithSuggestion) {
   auto r = mate_cmd({"env"}, {{"MATE_LOGLEVL", "3"}});
   EXPECT_EQ(r.exit_code, 0);
