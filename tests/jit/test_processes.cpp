@@ -403,6 +403,13 @@ TEST_F(JitProcesses, ModuleStatusListsKnownModulesOfflineAndClearCacheRemovesThe
   EXPECT_THAT(none_left.err, HasSubstr("no module left to build: none of --module mate_sample_axpy_f32_t64 is of "
                                        "--toolchain cuda"));
   EXPECT_FALSE(fs::exists(dir.path + "/aot_none"));
+  // An --out whose manifest.json is not a MATE AOT index is not overwritten.
+  fs::create_directories(dir.path + "/theirs");
+  { std::ofstream(dir.path + "/theirs/manifest.json") << R"({"name": "their project"})"; }
+  RunResult theirs = run({MATE_BINARY, "aot-build", "--out", dir.path + "/theirs", "--toolchain", "host"}, with_env(e));
+  EXPECT_EQ(theirs.exit_code, 2) << theirs.out << theirs.err;
+  EXPECT_THAT(theirs.err, HasSubstr("its manifest.json would be replaced, but it is not a MATE AOT index; left as it is"));
+  EXPECT_EQ(read_file(dir.path + "/theirs/manifest.json"), R"({"name": "their project"})");
 
   RunResult clear = run({MATE_BINARY, "clear-cache"}, with_env(e));
   EXPECT_EQ(clear.exit_code, 0) << clear.err;
