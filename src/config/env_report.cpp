@@ -9,8 +9,8 @@ namespace mate::config {
 namespace {
 
 // Why a path variable's value cannot serve, or "": a directory variable naming something else
-// that exists (MATE_DUMP_DIR=/etc/passwd), a compiler variable naming a directory or an absolute
-// path that does not exist. Parsing alone accepts them; the runtime then fails far from here.
+// that exists (MATE_DUMP_DIR=/etc/passwd), a compiler variable whose path (not a bare name) is a
+// directory, or an absolute one that does not exist. Parsing alone accepts them; the runtime then fails far from here.
 // (stat, not std::filesystem: this file is linked into the guard's preload library.)
 std::string path_problem(const VarInfo& v, const std::string& value) {
   if (value.empty()) return "";
@@ -20,7 +20,8 @@ std::string path_problem(const VarInfo& v, const std::string& value) {
     if (exists && !S_ISDIR(st.st_mode))
       return fmt::format("{}='{}' is invalid: it exists and is not a directory; accepted: a directory (made when "
                          "missing)", v.name, value);
-  } else if (v.id == Var::MATE_NVCC || v.id == Var::MATE_MCC) {
+  } else if ((v.id == Var::MATE_NVCC || v.id == Var::MATE_MCC) && value.find('/') != std::string::npos) {
+    // A bare name is looked for on PATH at run time, never in the current directory.
     if (exists && S_ISDIR(st.st_mode))
       return fmt::format("{}='{}' is invalid: a directory; accepted: the compiler's path", v.name, value);
     if (!exists && value[0] == '/')

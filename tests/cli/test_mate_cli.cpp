@@ -8,6 +8,7 @@
 
 #include "mate/config.hpp"
 #include "subprocess.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -85,12 +86,13 @@ TEST(MateEnv, CheckFailsOnInvalidValueNamingVariableValueAndAccepted) {
 // Paths that parse but cannot serve: a file where a directory goes, a directory or a missing
 // absolute path where a compiler goes.
 TEST(MateEnv, CheckFailsOnPathsTheRuntimeWouldReject) {
-  const std::string file = ::testing::TempDir() + "/mate_env_check_a_file";
+  const mate::testing::TempDir dir;
+  const std::string file = dir.path + "/a_file";
   { std::ofstream(file) << "x"; }
   auto r = mate_cmd({"env", "--check"}, {{"MATE_DUMP_DIR", file}});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("MATE_DUMP_DIR='" + file + "' is invalid: it exists and is not a directory"));
-  r = mate_cmd({"env", "--check"}, {{"MATE_NVCC", ::testing::TempDir()}});
+  r = mate_cmd({"env", "--check"}, {{"MATE_NVCC", dir.path}});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("is invalid: a directory; accepted: the compiler's path"));
   r = mate_cmd({"env", "--check"}, {{"MATE_MCC", "/nonexistent/mcc"}});
@@ -98,7 +100,10 @@ TEST(MateEnv, CheckFailsOnPathsTheRuntimeWouldReject) {
   EXPECT_THAT(r.err, HasSubstr("MATE_MCC='/nonexistent/mcc' is invalid: no such file"));
   // A directory not made yet is fine (made on first use), as is a compiler found on PATH.
   EXPECT_EQ(mate_cmd({"env", "--check"}, {{"MATE_DUMP_DIR", file + ".d/dumps"}, {"MATE_NVCC", "nvcc"}}).exit_code, 0);
-  std::remove(file.c_str());
+  // A bare name is looked for on PATH, not in the current directory (where a directory "nvcc" is).
+  std::filesystem::create_directory(dir.path + "/nvcc");
+  mate::testing::RunOptions in_dir{{{"MATE_NVCC", "nvcc"}}, std::nullopt, dir.path};
+  EXPECT_EQ(run({MATE_BINARY, "env", "--check"}, in_dir).exit_code, 0);
 }
 
 TEST(MateEnv, UnknownVariableWarnsOnceWithSuggestion) {

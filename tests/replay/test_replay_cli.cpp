@@ -319,6 +319,7 @@ TEST_F(ReplayCli, UsageErrors) {
   fs::copy_file(SAMPLE_LIB, root_ / "here" / "libsample_here.so");
   mate::testing::RunOptions in_here;
   in_here.cwd = (root_ / "here").string();
+  in_here.env["LD_LIBRARY_PATH"] = "/nonexistent";  // an empty entry ("a:") would mean the current directory
   r = run({MATE_BIN, "replay", "--dir", "x", "--lib", "libsample_here.so"}, in_here);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("not in the current directory: --lib ./libsample_here.so"), std::string::npos) << r.err;
