@@ -3,9 +3,6 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "mate/jit/admin.hpp"
@@ -14,19 +11,6 @@
 namespace mate::cli {
 
 namespace {
-
-// Why DIR/manifest.json may not be replaced by the AOT index, or "": a file that is not one
-// (someone else's manifest.json, a corrupt one) or one of a format this MATE does not write.
-std::string foreign_index(const std::string& dir) {
-  std::ifstream in(dir + "/manifest.json", std::ios::binary);
-  if (!in) return "";
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("modules") || !j.contains("format"))
-    return "it is not a MATE AOT index";
-  if (j["format"] != 1) return "it is an AOT index of another format (" + j["format"].dump() + "; this MATE writes 1)";
-  return "";
-}
 
 void add_aot_build_command(CLI::App& app, int& exit_code) {
   struct Flags {
@@ -62,12 +46,11 @@ void add_aot_build_command(CLI::App& app, int& exit_code) {
       }
     }
     if (specs.empty()) {  // the filters leave nothing: nothing to build, no manifest to write
-      std::string named, of;
-      for (const auto& m : flags->modules) named += (named.empty() ? "" : ", ") + m;
-      for (const auto& t : flags->toolchains) of += (of.empty() ? "" : ", ") + t;
       fmt::print(stderr, "mate aot-build: no module left to build: {} of --toolchain {} "
                          "(`mate module-status` lists each module's toolchain)\n",
-                 named.empty() ? std::string("no known module is") : "none of --module " + named + " is", of);
+                 flags->modules.empty() ? "no known module is"
+                                        : fmt::format("none of --module {} is", fmt::join(flags->modules, ", ")),
+                 fmt::join(flags->toolchains, ", "));
       exit_code = kExitUsage;
       return;
     }
@@ -76,12 +59,6 @@ void add_aot_build_command(CLI::App& app, int& exit_code) {
     if (ec || !std::filesystem::is_directory(flags->out)) {
       fmt::print(stderr, "mate aot-build: --out {}: cannot create the directory: {}\n", flags->out,
                  ec ? ec.message() : "a file of that name is in the way");
-      exit_code = kExitUsage;
-      return;
-    }
-    if (const std::string why = foreign_index(flags->out); !why.empty()) {
-      fmt::print(stderr, "mate aot-build: --out {}: its manifest.json would be replaced, but {}; left as it is "
-                         "(choose another directory, or remove the file)\n", flags->out, why);
       exit_code = kExitUsage;
       return;
     }

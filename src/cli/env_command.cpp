@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "json_text.hpp"
 #include "config/env_report.hpp"
 
 namespace mate::cli {
@@ -32,7 +33,7 @@ void add_env_command(CLI::App& app, int& exit_code) {
     }
     config::EnvReportOptions options{flags->all || flags->internal, flags->internal};
     auto rows = config::collect(options);
-    if (flags->json) std::cout << config::render_json(rows).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    if (flags->json) std::cout << json_text(config::render_json(rows)) << "\n";
     else std::cout << config::render_text(rows, options);
     exit_code = kExitOk;
     if (flags->check) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "json_text.hpp"
 #include "mate/jit/admin.hpp"
 #include "mate/jit/catalog.hpp"
 
@@ -76,7 +77,7 @@ void add_module_status_command(CLI::App& app, int& exit_code) {
                               {"jit_enabled", summary.jit_enabled},
                               {"aot_directories", summary.aot_directories}}},
                             {"modules", modules}};
-      std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      std::cout << json_text(out) << "\n";
       exit_code = kExitOk;
       return;
     }

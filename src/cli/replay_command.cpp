@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "json_text.hpp"
 #include "mate/config.hpp"
 #include "mate/log/api.hpp"
 #include "mate/dump/tensor_file.hpp"
@@ -202,7 +203,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
                  "MATE_LOGLEVEL=10 writes them under MATE_DUMP_DIR (docs/dumps-and-replay.md)\n",
                  f->dir, f->filter.empty() ? "" : " matching --filter " + f->filter);
     if (f->json) {
-      fmt::print("{}\n", nlohmann::json({{"calls", calls}, {"passed", passed}, {"failed", failed}}).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+      fmt::print("{}\n", json_text({{"calls", calls}, {"passed", passed}, {"failed", failed}}));
     } else {
       fmt::print("{} passed, {} failed\n", passed, failed);
     }

@@ -10,8 +10,9 @@ namespace {
 
 // Why a path variable's value cannot serve, or "": a directory variable naming something else
 // that exists (MATE_DUMP_DIR=/etc/passwd), a compiler variable whose path (not a bare name) is a
-// directory, or an absolute one that does not exist. Parsing alone accepts them; the runtime then fails far from here.
-// (stat, not std::filesystem: this file is linked into the guard's preload library.)
+// directory, or an absolute one that does not exist. Parsing alone accepts them; the runtime
+// then fails far from here. (stat, not std::filesystem: this file is linked into the guard's
+// preload library.)
 std::string path_problem(const VarInfo& v, const std::string& value) {
   if (value.empty()) return "";
   struct stat st {};

@@ -27,7 +27,8 @@ namespace mate::guard {
 
 namespace {
 
-constexpr int kTimeoutMs = 5000;  // for the whole backtrace; a huge debug-info file is not worth a hung report
+// For the whole backtrace: a huge debug-info file is not worth a hung report.
+constexpr int kTimeoutMs = 5000;
 constexpr std::size_t kOutputBytes = 16384;
 constexpr std::size_t kPathBytes = 512;
 constexpr int kMaxEnvironment = 512;

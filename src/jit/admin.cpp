@@ -250,6 +250,7 @@ ClearResult clear_cache(bool all_versions) {
 std::vector<AotResult> build_aot(const std::vector<ModuleSpec>& specs, const std::string& out_dir) {
   make_directories(out_dir);
   std::string root = fs::absolute(out_dir).lexically_normal().string();
+  check_index_replaceable(root);  // before building: nothing is built into someone else's directory
   std::vector<AotResult> results;
   for (const auto& spec : specs) {
     AotResult r;

@@ -165,6 +165,21 @@ std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* sea
   return std::nullopt;
 }
 
+void check_index_replaceable(const std::string& root) {
+  std::ifstream in(root + "/manifest.json", std::ios::binary);
+  if (!in) return;
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  std::string why;
+  if (j.is_discarded() || !j.is_object() || !j.contains("modules") || !j.contains("format"))
+    why = "it is not a MATE AOT index";
+  else if (j["format"] != 1)
+    why = "it is an AOT index of another format (" + j["format"].dump() + "; this MATE writes 1)";
+  if (!why.empty())
+    throw ModuleError(ModuleError::Kind::CacheError,
+                      fmt::format("{}/manifest.json would be replaced, but {}; left as it is (choose another "
+                                  "directory, or remove the file)", root, why));
+}
+
 void write_aot_index(const std::string& root) {
   nlohmann::json modules = nlohmann::json::array();
   std::error_code ec;

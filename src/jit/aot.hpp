@@ -38,5 +38,8 @@ std::string aot_mismatch(const Plan& plan, const Manifest& m);
 
 // Writes <root>/manifest.json from the module manifests found under <root>.
 void write_aot_index(const std::string& root);
+// Throws ModuleError (CacheError) when <root>/manifest.json exists and is not an index
+// write_aot_index may replace: someone else's file, a corrupt one, or another format.
+void check_index_replaceable(const std::string& root);
 
 }  // namespace mate::jit::detail
