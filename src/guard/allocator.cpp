@@ -697,6 +697,10 @@ std::size_t GuardAllocator::check_all() noexcept {
 }
 
 Description GuardAllocator::describe(std::uintptr_t address) const noexcept {
+  // Under the lock, or a slot that another thread is filling or freeing could be read half
+  // written. Only the fault handler reads without it (find_allocation): the faulting thread may
+  // hold it.
+  std::lock_guard lock(table_->mutex);
   return describe_in_table(*table_, backend_.granularity(), address);
 }
 

@@ -17,6 +17,8 @@ void install_fault_handler() noexcept;
 // async-signal-safe.
 bool find_allocation(const SlotTable& table, std::size_t granularity, std::uintptr_t address, Slot* out,
                      bool* outside) noexcept;
+// find_allocation's answer as a Description. Outside a signal handler, hold table.mutex
+// (GuardAllocator::describe does): slots are written under it.
 Description describe_in_table(const SlotTable& table, std::size_t granularity, std::uintptr_t address) noexcept;
 
 }  // namespace mate::guard

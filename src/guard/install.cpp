@@ -74,7 +74,7 @@ Description describe(std::uintptr_t address) noexcept {
   int n = registered_allocators(regs, kMaxAllocators);
   Description best;
   for (int i = 0; i < n; ++i) {
-    Description d = describe_in_table(*regs[i].table, regs[i].allocator->backend().granularity(), address);
+    Description d = regs[i].allocator->describe(address);
     if (d.found && (!best.found || (best.outside && !d.outside))) best = d;
   }
   return best;

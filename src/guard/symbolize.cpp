@@ -228,9 +228,11 @@ void write_frame(ReportWriter& w, const Scratch& s, int index) noexcept {
 }  // namespace
 
 bool write_symbolized_frames(int fd, void* const* frames, int count) noexcept {
-#if defined(__SANITIZE_ADDRESS__)
-  // Not in AddressSanitizer builds (MATE's own test configuration): the vfork child would run
-  // instrumented code on the parent's stack and shadow memory, and the parent then faults.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Not in sanitizer builds (MATE's own test configurations): the vfork child would run
+  // instrumented code on the parent's stack and shadow memory, and the parent then faults
+  // (AddressSanitizer); under ThreadSanitizer the vfork allocates (ld.so's calloc), which a fault
+  // handler must not.
   if (count > 0) return false;
 #endif
   if (count <= 0 || count > kMaxFrames || !enabled()) return false;

@@ -32,10 +32,10 @@ for seldom in "mate::device::open_driver_backend(" "mate::config::accepted_value
   inside "$seldom" "$seldom_start" "$seldom_size" || status=1
 done
 # The C++ runtime is linked in: what of it runs in every guarded program (static locals, new)
-# belongs with the allocation path (a sanitized build takes new from the sanitizer runtime).
-hot_symbols=("mate::guard::GuardAllocator::allocate(" "mate::guard::GuardAllocator::deallocate(" "mate::config::parse_scalar("
-             "__cxa_guard_acquire")
-[ "$build" = plain ] && hot_symbols+=("operator new(unsigned long)")
+# belongs with the allocation path (a sanitized build takes new, and under ThreadSanitizer the
+# static locals' guards, from the sanitizer runtime).
+hot_symbols=("mate::guard::GuardAllocator::allocate(" "mate::guard::GuardAllocator::deallocate(" "mate::config::parse_scalar(")
+[ "$build" = plain ] && hot_symbols+=("__cxa_guard_acquire" "operator new(unsigned long)")
 for hot in "${hot_symbols[@]}"; do
   inside "$hot" "$text_start" "$text_size" || status=1
 done
@@ -70,7 +70,7 @@ fi
 # It loads no library into the guarded program but libc (and the loader): libfmt, libstdc++,
 # libm and libgcc_s each cost a C program hundreds of KiB of resident pages (a sanitized build
 # also needs its sanitizer runtimes).
-needed=$(readelf -dW "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -v '^libc\.so\|^ld-linux\|^libdl\.so\|^libpthread\.so\|^libasan\.so\|^libubsan\.so' || true)
+needed=$(readelf -dW "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -v '^libc\.so\|^ld-linux\|^libdl\.so\|^libpthread\.so\|^libasan\.so\|^libubsan\.so\|^libtsan\.so' || true)
 if [ -n "$needed" ]; then echo "$lib needs more than libc:" $needed; status=1; fi
 # The C++ runtime's read-only data (number formatting tables) stays out of the first segment,
 # which the loader reads all of.

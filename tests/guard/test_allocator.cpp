@@ -556,6 +556,86 @@ TEST(GuardAllocator, ManyThreadsAllocatingAndFreeing) {
   EXPECT_LE(s.quarantined_bytes, 64 * kPage);
 }
 
+// The readers (describe, size_of, owns, may_hold, stats, check_all) while other threads allocate
+// and free: each worker checks what the allocator says of its own pointers, which no other
+// thread frees, and one thread inspects everything meanwhile. Run it under the tsan preset after
+// changing the tables' locking.
+TEST(GuardAllocator, ReadersAgreeWithWritersOnOtherThreads) {
+  GuardAllocatorConfig c = small();
+  c.max_allocations = 1 << 14;
+  c.quarantine_bytes = 64 * kPage;
+  GuardAllocator g(mate::device::host_backend(), c);
+  std::atomic<int> failures{0};
+  std::atomic<int> workers_left{4};
+  std::atomic<std::uintptr_t> recent{0};  // a pointer some worker handed out lately
+  const auto fail = [&](const char* what, std::uintptr_t p) {
+    if (failures.fetch_add(1) < 5) ADD_FAILURE() << what << " at 0x" << std::hex << p;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      struct Mine {
+        std::uintptr_t ptr;
+        std::size_t size;
+        std::uint64_t id;
+      };
+      std::vector<Mine> mine;
+      for (int i = 0; i < 400; ++i) {
+        const std::size_t size = static_cast<std::size_t>(1 + (i * 37 + t) % 300);
+        auto r = g.allocate(size);
+        if (!r) {
+          fail("allocation failed", 0);
+          continue;
+        }
+        recent.store(r.ptr, std::memory_order_release);
+        if (g.size_of(r.ptr) != size || !g.owns(r.ptr)) fail("size_of/owns of a live pointer", r.ptr);
+        const auto d = g.describe(r.ptr + size - 1);
+        if (!d.found || d.state != State::Live || d.user != r.ptr || d.size != size || d.relation != Relation::Inside)
+          fail("describe of a live allocation's last byte", r.ptr);
+        mine.push_back({r.ptr, size, d.id});
+        if (mine.size() > 6) {
+          const Mine old = mine.front();
+          mine.erase(mine.begin());
+          if (g.deallocate(old.ptr) != FreeResult::Ok) fail("free", old.ptr);
+          // Quarantined, or already given back to make room for other threads' allocations (and
+          // its addresses perhaps another allocation's by now).
+          const auto f = g.describe(old.ptr);
+          if (f.found && f.id == old.id && (f.state != State::Quarantined || f.user != old.ptr || f.size != old.size))
+            fail("describe of a freed allocation", old.ptr);
+        }
+      }
+      for (const Mine& m : mine)
+        if (g.deallocate(m.ptr) != FreeResult::Ok) fail("free", m.ptr);
+      workers_left.fetch_sub(1);
+    });
+  }
+  std::uint64_t inspections = 0;
+  threads.emplace_back([&] {
+    while (workers_left.load() > 0) {
+      const auto s = g.stats();
+      if (s.frees > s.allocations || s.canary_failures != 0) fail("stats", 0);
+      if (g.check_all() != 0) fail("check_all found a canary not intact", 0);
+      const std::uintptr_t p = recent.load(std::memory_order_acquire);
+      if (p != 0 && !g.may_hold(p)) fail("may_hold of a pointer it handed out", p);
+      // Live, quarantined or given back meanwhile: any allocation, but one read whole (a slot
+      // read while another thread fills it mixes two allocations' fields).
+      const auto d = g.describe(p);
+      if (d.found && (d.user < d.reservation || d.user + d.size > d.reservation + d.reserved))
+        fail("describe: the user range lies outside the reservation", p);
+      if (d.found && d.state == State::Live && (d.user < d.mapping || d.user + d.size > d.mapping + d.mapped))
+        fail("describe: a live allocation's user range lies outside its mapping", p);
+      ++inspections;
+    }
+  });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(inspections, 0u);
+  const auto s = g.stats();
+  EXPECT_EQ(s.allocations, 1600u);
+  EXPECT_EQ(s.frees, 1600u);
+  EXPECT_EQ(s.live, 0u);
+}
+
 // A device-kind backend that, the first time check_slot asks its kind (holding the table lock,
 // not yet the scratch lock), starts a thread running prepare_fork/after_fork and gives it time
 // to take whatever lock it takes first.

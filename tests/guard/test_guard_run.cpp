@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <string>
 
+#include "guard_test_mode.hpp"
 #include "subprocess.hpp"
 #include "temp_dir.hpp"
 
@@ -20,19 +21,15 @@ namespace {
 using mate::testing::run;
 using ::testing::HasSubstr;
 
-// The preload library is built with the sanitizers in the asan preset, and an ASan runtime
-// cannot be preloaded into uninstrumented programs (ASan owns malloc), so these tests need a
-// plain build.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+// The preload library is built with the sanitizers in the asan and tsan presets, and a
+// sanitizer runtime cannot be preloaded into uninstrumented programs (it owns malloc), so these
+// tests need a plain build.
+using mate::testing::kSanitizerBuild;
 
 class GuardRun : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (kSanitized) GTEST_SKIP() << "mate guard-run's preload library cannot run under AddressSanitizer";
+    if (kSanitizerBuild) GTEST_SKIP() << "mate guard-run's preload library cannot run under a sanitizer";
   }
 };
 

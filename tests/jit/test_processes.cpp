@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "guard_test_mode.hpp"
 #include "jit_test_support.hpp"
 #include "subprocess.hpp"
 
@@ -287,9 +288,7 @@ TEST_F(JitProcesses, VerboseStreamsNinjaCommandLines) {
 // Under `mate guard-run` the program is guarded, not the compilers its JIT builds start (they
 // would be slow and reach the mapping limit); the user's own LD_PRELOAD still reaches them.
 TEST_F(JitProcesses, BuildToolsUnderGuardRunAreNotGuarded) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "mate guard-run's preload library cannot run under AddressSanitizer";
-#endif
+  if (mate::testing::kSanitizerBuild) GTEST_SKIP() << "mate guard-run's preload library cannot run under a sanitizer";
   auto r = run({MATE_BINARY, "guard-run", "--", JIT_PROBE}, with_env(env({{"LD_PRELOAD", "libm.so.6"}})));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("origin=jit-built"));

@@ -16,14 +16,18 @@
 
 namespace {
 
-// Under the sanitizer preset, let the fault reach the child's own handler (or kill it).
-const std::pair<const std::string, std::string> kLetTheChildCrash{
-    "ASAN_OPTIONS", "handle_segv=0:allow_user_segv_handler=1:detect_leaks=0"};
-
 mate::testing::RunOptions with_env(std::map<std::string, std::string> env) {
   mate::testing::RunOptions o;
   o.env = std::move(env);
   return o;
+}
+
+// with_env(env) for a child that crashes on purpose: under the sanitizer presets the fault must
+// reach the child's own handler (or kill it), not the sanitizer's.
+mate::testing::RunOptions crashing_child_env(std::map<std::string, std::string> env) {
+  env["ASAN_OPTIONS"] = "handle_segv=0:allow_user_segv_handler=1:detect_leaks=0";
+  env["TSAN_OPTIONS"] = "handle_segv=0:allow_user_segv_handler=1";
+  return with_env(std::move(env));
 }
 
 // A path in this test program's own temporary directory (removed when the program exits).
@@ -35,7 +39,7 @@ std::filesystem::path scratch(const std::string& name) {
 TEST(LogProcesses, CrashInsideACallLeavesItsInputsInTheLogFile) {
   std::string log = scratch("crash/%i.log").string();
   auto r = mate::testing::run({MATE_LOG_CHILD, "crash"},
-                              with_env({{"MATE_LOGLEVEL", "3"}, {"MATE_LOGDEST", log}, kLetTheChildCrash}));
+                              crashing_child_env({{"MATE_LOGLEVEL", "3"}, {"MATE_LOGDEST", log}}));
   EXPECT_EQ(r.term_signal, SIGSEGV) << r.err;
   // The file is named after the child's pid (%i): find it.
   std::string text;
@@ -49,7 +53,7 @@ TEST(LogProcesses, CrashInsideACallLeavesItsInputsInTheLogFile) {
 
 TEST(LogProcesses, CrashReportContextNamesTheCallInFlight) {
   auto r = mate::testing::run({MATE_LOG_CHILD, "crash-context"},
-                              with_env({{"MATE_LOGLEVEL", "1"}, {"MATE_LOGDEST", "stdout"}, kLetTheChildCrash}));
+                              crashing_child_env({{"MATE_LOGLEVEL", "1"}, {"MATE_LOGDEST", "stdout"}}));
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.out.find("] CrashingOp.run\n"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("mate API call in flight on this thread: CrashingOp.run #1\n"), std::string::npos) << r.err;

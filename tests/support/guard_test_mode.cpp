@@ -115,7 +115,7 @@ void enter_guard_test_mode(const GuardTestOptions& options, char* const* argv) {
   if (!options.guard_alloc) return;
   if (kSanitizerBuild)
     throw std::runtime_error("guard mode (--guard-alloc / MATE_PYTEST_GUARD_ALLOC=1) needs a build without "
-                             "AddressSanitizer, which owns malloc: use the default preset's build");
+                             "AddressSanitizer or ThreadSanitizer, which own malloc: use the default preset's build");
   if (config::guard_allocator_auto_install())
     throw std::runtime_error("re-executed under the guarded allocator, but its preload library is not in force "
                              "(malloc comes from \"" + malloc_provider() + "\"); was LD_PRELOAD changed?");

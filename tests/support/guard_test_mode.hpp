@@ -18,8 +18,9 @@
 
 namespace mate::testing {
 
-// AddressSanitizer owns malloc in a sanitizer build: guard mode (the preload) cannot run there.
-#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer and ThreadSanitizer own malloc (the asan and tsan presets): guard mode, and
+// any test that runs a program under `mate guard-run` (the preload), cannot run there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 inline constexpr bool kSanitizerBuild = true;
 #else
 inline constexpr bool kSanitizerBuild = false;

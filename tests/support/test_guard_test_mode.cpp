@@ -26,7 +26,7 @@ RunResult probe(const std::string& test, std::vector<std::string> flags = {}, Ru
 class GuardTestMode : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (mate::testing::kSanitizerBuild) GTEST_SKIP() << "the guard preload cannot run under AddressSanitizer";
+    if (mate::testing::kSanitizerBuild) GTEST_SKIP() << "the guard preload cannot run under a sanitizer";
   }
 };
 
@@ -159,11 +159,11 @@ TEST(GuardTestModeInput, BadVariableIsRefused) {
   EXPECT_THAT(r.err, HasSubstr("sometimes"));
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 TEST(GuardTestModeInput, SanitizerBuildRefusesGuardMode) {
   auto r = probe("SaysWhetherItRunsGuarded", {"--guard-alloc"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("needs a build without AddressSanitizer"));
+  EXPECT_THAT(r.err, HasSubstr("needs a build without AddressSanitizer or ThreadSanitizer"));
 }
 #endif
 

@@ -183,7 +183,8 @@ class GuardAllocator {
   // Checks the canaries of every live allocation, reports each corruption and each canary it
   // could not read; returns the count of allocations not known intact (corrupted or not checked).
   std::size_t check_all() noexcept;
-  // Which allocation `address` belongs to or is nearest (live or quarantined).
+  // Which allocation `address` belongs to or is nearest (live or quarantined). Takes the lock,
+  // so other threads may allocate and free meanwhile; not for a signal handler.
   Description describe(std::uintptr_t address) const noexcept;
   // Reports `ptr`, handed to `operation` (e.g. "malloc_usable_size") though it is not a pointer
   // this allocator returned, as an invalid free is reported; stops the process unless
