@@ -1,9 +1,11 @@
 // Each reference kernel through its public API against a naive double-precision reference, on
 // random and edge-case shapes, for f32 and bf16 inputs.
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <ostream>
 #include <random>
+#include <thread>
 #include <tuple>
 
 #include <gmock/gmock.h>
@@ -255,6 +257,44 @@ TEST(GroupedGemmNt, AlignmentOf256) {
   ScopedOverride align(Var::MATE_DEEPGEMM_MK_ALIGNMENT, "256");
   ASSERT_EQ(get_mk_alignment_for_contiguous_layout(), 256);
   run_grouped_case(ScalarType::F32, {1, 300}, 9, 5);
+}
+
+// ---- threads ----
+
+// A kernel library is called from many threads at once. Each test is its own process, so here
+// the first calls race: module lookup and load, the variables read once, the kernel table; every
+// thread must still get its own right answer. (The tsan preset checks these paths for races.)
+TEST(Threads, FirstCallsFromManyThreadsEachGetTheirOwnRightAnswer) {
+  constexpr int kThreads = 4;
+  std::atomic<int> started{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const ScalarType type = t % 2 == 0 ? ScalarType::F32 : ScalarType::BF16;
+      const std::int64_t m = 5 + t, n = 7 + t, k = 33 + t, rows = 3 + t;
+      std::mt19937 rng(static_cast<unsigned>(1000 + t));
+      HostTensor a({m, k}, type), b({n, k}, type), out({m, n}, ScalarType::F32);
+      HostTensor x({rows, k}, type), w({k}, type), y({rows, k}, type);
+      const auto av = a.fill_random(rng), bv = b.fill_random(rng), xv = x.fill_random(rng), wv = w.fill_random(rng);
+      started.fetch_add(1);
+      while (started.load() < kThreads) std::this_thread::yield();  // the first calls together
+      gemm_nt(a.cdl(), b.cdl(), out.dl());
+      rmsnorm(x.cdl(), w.cdl(), y.dl(), 1e-5f);
+      const auto product = reference_gemm_nt(av, bv, m, n, k);
+      const auto got = out.values();
+      for (std::int64_t i = 0; i < m * n; ++i)
+        if (std::abs(got[i] - product[i]) > dot_tolerance(k)) ++wrong;
+      const auto norm = reference_rmsnorm(xv, wv, rows, k, 1e-5);
+      const auto normed = y.values();
+      for (std::size_t i = 0; i < normed.size(); ++i) {
+        const double tol = type == ScalarType::F32 ? 1e-5 * (1 + std::abs(norm[i])) : std::abs(norm[i]) / 128 + 1e-6;
+        if (std::abs(normed[i] - norm[i]) > tol) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0) << "elements that differ from the reference";
 }
 
 }  // namespace
