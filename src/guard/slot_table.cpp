@@ -30,8 +30,12 @@ std::size_t hash(std::uintptr_t key) noexcept {
   return static_cast<std::size_t>(x);
 }
 
+// Entry i pairs g_allocators[i] with g_tables[i]. An entry being filled holds kClaimed, which
+// readers skip: two registrations racing for one entry must not both write its table.
 std::atomic<GuardAllocator*> g_allocators[kMaxAllocators];
 std::atomic<SlotTable*> g_tables[kMaxAllocators];
+char g_claimed_tag;
+GuardAllocator* const kClaimed = reinterpret_cast<GuardAllocator*>(&g_claimed_tag);
 
 }  // namespace
 
@@ -192,10 +196,11 @@ bool SlotTable::quarantine_pop(Slot* out) noexcept {
 void register_allocator(GuardAllocator* allocator, SlotTable* table) noexcept {
   for (int i = 0; i < kMaxAllocators; ++i) {
     GuardAllocator* expected = nullptr;
-    // The table is published before the allocator so a reader never sees a half entry.
-    if (g_allocators[i].load(std::memory_order_acquire) != nullptr) continue;
+    if (!g_allocators[i].compare_exchange_strong(expected, kClaimed, std::memory_order_acquire)) continue;
+    // The table is published before the allocator, so a reader never sees a half entry.
     g_tables[i].store(table, std::memory_order_release);
-    if (g_allocators[i].compare_exchange_strong(expected, allocator)) return;
+    g_allocators[i].store(allocator, std::memory_order_release);
+    return;
   }
 }
 
@@ -210,8 +215,11 @@ int registered_allocators(Registered* out, int cap) noexcept {
   int n = 0;
   for (int i = 0; i < kMaxAllocators && n < cap; ++i) {
     GuardAllocator* a = g_allocators[i].load(std::memory_order_acquire);
-    if (a == nullptr) continue;
-    out[n++] = Registered{a, g_tables[i].load(std::memory_order_acquire)};
+    if (a == nullptr || a == kClaimed) continue;
+    SlotTable* t = g_tables[i].load(std::memory_order_acquire);
+    // Still `a`'s entry: not unregistered and taken by another allocator while the table was read.
+    if (g_allocators[i].load(std::memory_order_acquire) != a) continue;
+    out[n++] = Registered{a, t};
   }
   return n;
 }

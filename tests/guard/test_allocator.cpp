@@ -567,6 +567,7 @@ TEST(GuardAllocator, ReadersAgreeWithWritersOnOtherThreads) {
   GuardAllocator g(mate::device::host_backend(), c);
   std::atomic<int> failures{0};
   std::atomic<int> workers_left{4};
+  std::atomic<bool> inspecting{false};  // the workers start once the inspector runs
   std::atomic<std::uintptr_t> recent{0};  // a pointer some worker handed out lately
   const auto fail = [&](const char* what, std::uintptr_t p) {
     if (failures.fetch_add(1) < 5) ADD_FAILURE() << what << " at 0x" << std::hex << p;
@@ -574,6 +575,7 @@ TEST(GuardAllocator, ReadersAgreeWithWritersOnOtherThreads) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
+      while (!inspecting.load()) std::this_thread::yield();
       struct Mine {
         std::uintptr_t ptr;
         std::size_t size;
@@ -611,7 +613,8 @@ TEST(GuardAllocator, ReadersAgreeWithWritersOnOtherThreads) {
   }
   std::uint64_t inspections = 0;
   threads.emplace_back([&] {
-    while (workers_left.load() > 0) {
+    inspecting.store(true);
+    do {
       const auto s = g.stats();
       if (s.frees > s.allocations || s.canary_failures != 0) fail("stats", 0);
       if (g.check_all() != 0) fail("check_all found a canary not intact", 0);
@@ -625,7 +628,7 @@ TEST(GuardAllocator, ReadersAgreeWithWritersOnOtherThreads) {
       if (d.found && d.state == State::Live && (d.user < d.mapping || d.user + d.size > d.mapping + d.mapped))
         fail("describe: a live allocation's user range lies outside its mapping", p);
       ++inspections;
-    }
+    } while (workers_left.load() > 0);
   });
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "guard/quarantine.hpp"
@@ -259,6 +261,40 @@ TEST(Quarantine, TheTableIndexesRecordsAndDropsWhatCannotBeKept) {
   Slot s;
   EXPECT_TRUE(table.find_quarantined(users[999], &s));
   EXPECT_EQ(s.id(), 1000u);
+}
+
+// The registry the fault handler searches pairs each allocator with its own table, also while
+// allocators come and go on several threads at once (an allocator must never be searched
+// through another one's table). The pairs here are tags, never dereferenced.
+TEST(AllocatorRegistry, EachAllocatorIsPairedWithItsOwnTableUnderConcurrentRegistration) {
+  static char allocators[3], tables[3];
+  const auto tag_allocator = [](int t) { return reinterpret_cast<GuardAllocator*>(&allocators[t]); };
+  const auto tag_table = [](int t) { return reinterpret_cast<SlotTable*>(&tables[t]); };
+  std::atomic<bool> done{false};
+  std::atomic<int> mismatches{0};
+  std::thread reader([&] {
+    do {
+      mate::guard::Registered regs[mate::guard::kMaxAllocators];
+      const int n = mate::guard::registered_allocators(regs, mate::guard::kMaxAllocators);
+      for (int i = 0; i < n; ++i)
+        for (int t = 0; t < 3; ++t)
+          if ((regs[i].allocator == tag_allocator(t)) != (regs[i].table == tag_table(t))) ++mismatches;
+    } while (!done.load());
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 3; ++t)
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 20000; ++i) {
+        mate::guard::register_allocator(tag_allocator(t), tag_table(t));
+        for (int spin = 0; spin < 50 && !done.load(std::memory_order_relaxed); ++spin) {
+        }  // registered a while, so that the reader sees it
+        mate::guard::unregister_allocator(tag_allocator(t));
+      }
+    });
+  for (auto& w : writers) w.join();
+  done.store(true);
+  reader.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace

@@ -277,6 +277,8 @@ TEST(Threads, FirstCallsFromManyThreadsEachGetTheirOwnRightAnswer) {
       HostTensor a({m, k}, type), b({n, k}, type), out({m, n}, ScalarType::F32);
       HostTensor x({rows, k}, type), w({k}, type), y({rows, k}, type);
       const auto av = a.fill_random(rng), bv = b.fill_random(rng), xv = x.fill_random(rng), wv = w.fill_random(rng);
+      for (std::int64_t i = 0; i < out.numel(); ++i) out.set(i, std::numeric_limits<float>::quiet_NaN());
+      for (std::int64_t i = 0; i < y.numel(); ++i) y.set(i, std::numeric_limits<float>::quiet_NaN());
       started.fetch_add(1);
       while (started.load() < kThreads) std::this_thread::yield();  // the first calls together
       gemm_nt(a.cdl(), b.cdl(), out.dl());
@@ -284,12 +286,12 @@ TEST(Threads, FirstCallsFromManyThreadsEachGetTheirOwnRightAnswer) {
       const auto product = reference_gemm_nt(av, bv, m, n, k);
       const auto got = out.values();
       for (std::int64_t i = 0; i < m * n; ++i)
-        if (std::abs(got[i] - product[i]) > dot_tolerance(k)) ++wrong;
+        if (!(std::abs(got[i] - product[i]) <= dot_tolerance(k))) ++wrong;  // NaN: never written
       const auto norm = reference_rmsnorm(xv, wv, rows, k, 1e-5);
       const auto normed = y.values();
       for (std::size_t i = 0; i < normed.size(); ++i) {
         const double tol = type == ScalarType::F32 ? 1e-5 * (1 + std::abs(norm[i])) : std::abs(norm[i]) / 128 + 1e-6;
-        if (std::abs(normed[i] - norm[i]) > tol) ++wrong;
+        if (!(std::abs(normed[i] - norm[i]) <= tol)) ++wrong;
       }
     });
   }

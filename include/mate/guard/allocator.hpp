@@ -246,7 +246,8 @@ GuardAllocator* installed_guard_allocator(device::Kind kind = device::Kind::Host
 // before any install), so a later install is refused as the seed says.
 void note_backend_allocation(device::Kind kind) noexcept;
 
-// describe() over every guarded allocator in the process (host and device).
+// describe() over every guarded allocator in the process (host and device). Takes each one's
+// lock in turn: not while holding one (a Backend's own code), not in a signal handler.
 Description describe(std::uintptr_t address) noexcept;
 
 }  // namespace mate::guard

@@ -34,7 +34,8 @@ inline constexpr int kIllegalAddressError = 700;
 // means, the recent ranges with their nearest allocations, how to get the faulting address) and
 // returns true; said once per process, as the error is sticky. `where` names the call that
 // returned it ("cuCtxSynchronize"). Other codes: nothing, false. The guarded allocator calls this
-// after each synchronize; code that synchronizes itself may too.
+// after each synchronize; code that synchronizes itself may too, but not from a Backend's own
+// code or a signal handler (it takes the allocators' locks to describe the ranges).
 bool report_illegal_address(int code, const char* where) noexcept;
 
 }  // namespace mate::guard
