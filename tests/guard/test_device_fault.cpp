@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mate/config.hpp"
@@ -154,6 +157,68 @@ TEST(DeviceFault, RecentRangesAreBoundedNewestFirst) {
   EXPECT_THAT(out, Not(HasSubstr("call #4 call")));  // the oldest five were dropped
   EXPECT_LT(out.find("call #36 "), out.find("call #35 "));
   mate::guard::clear_recent_ranges();
+}
+
+// Device memory from several threads at once, as a framework's allocator hook sees it (one
+// thread a stream): canaries are filled and checked through the driver's copies and the
+// allocator's host staging buffer while check_all() runs on another thread. Through the fake
+// driver; under the tsan preset it checks the driver backend's and the staging buffer's locking.
+TEST(DeviceMemory, ManyThreadsAllocateWriteAndFreeWhileAnotherChecksEveryCanary) {
+  ScopedOverride fake{Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
+  std::string reason;
+  auto backend = mate::device::open_driver_backend(mate::device::Kind::Cuda, 0, &reason);
+  ASSERT_NE(backend, nullptr) << reason;
+  mate::guard::GuardAllocatorConfig config;
+  config.backend = mate::device::Kind::Cuda;
+  config.quarantine_bytes = 64 * backend->granularity();
+  mate::guard::GuardAllocator guard(*backend, config);
+  std::atomic<int> failures{0};
+  std::atomic<int> workers_left{3};
+  std::atomic<bool> checking{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      while (!checking.load()) std::this_thread::yield();
+      std::vector<std::uintptr_t> mine;
+      for (int i = 0; i < 40; ++i) {
+        const std::size_t size = static_cast<std::size_t>(1 + (i * 997 + t * 131) % 5000);
+        auto r = guard.allocate(size);
+        if (!r) {
+          ++failures;
+          continue;
+        }
+        const std::vector<unsigned char> bytes(size, static_cast<unsigned char>(t + 1));
+        if (!backend->write(r.ptr, bytes.data(), size).ok()) ++failures;  // the "kernel" writes it all
+        std::vector<unsigned char> back(size);
+        if (!backend->read(back.data(), r.ptr, size).ok() || back != bytes) ++failures;
+        mine.push_back(r.ptr);
+        if (mine.size() > 4) {
+          if (guard.deallocate(mine.front()) != mate::guard::FreeResult::Ok) ++failures;
+          mine.erase(mine.begin());
+        }
+      }
+      for (auto p : mine)
+        if (guard.deallocate(p) != mate::guard::FreeResult::Ok) ++failures;
+      workers_left.fetch_sub(1);
+    });
+  }
+  int checks = 0;
+  threads.emplace_back([&] {
+    checking.store(true);
+    do {
+      if (guard.check_all() != 0) ++failures;  // every canary intact, whatever is live
+      ++checks;
+      // check_all holds the lock while it reads every canary: leave the workers room.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    } while (workers_left.load() > 0);
+  });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(checks, 0);
+  const auto s = guard.stats();
+  EXPECT_EQ(s.allocations, 120u);
+  EXPECT_EQ(s.frees, 120u);
+  EXPECT_EQ(s.canary_failures, 0u);
 }
 
 // The bucket array grows with the stacks (it starts at one page): after many doublings every
