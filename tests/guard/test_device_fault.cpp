@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,8 +42,22 @@ void launch_scale(DLTensor* x) {
   MATE_API("scale_kernel", x).run([] {});
 }
 
+// Device 0 of the fake CUDA driver (tests/fake_driver), and a guard config for its memory.
+struct FakeCuda {
+  ScopedOverride path{Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
+  std::string reason;
+  std::unique_ptr<mate::device::DriverBackend> backend =
+      mate::device::open_driver_backend(mate::device::Kind::Cuda, 0, &reason);
+  mate::guard::GuardAllocatorConfig config() const {
+    mate::guard::GuardAllocatorConfig c;
+    c.backend = mate::device::Kind::Cuda;
+    return c;
+  }
+};
+
 TEST(DeviceFault, IllegalAddressAtFreeNamesTheAllocationNearTheLastCallsTensor) {
-  ScopedOverride fake{Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
+  FakeCuda cuda;
+  ASSERT_NE(cuda.backend, nullptr) << cuda.reason;
   const std::string log_path = (std::filesystem::temp_directory_path() /
                                 ("mate_device_fault_" + std::to_string(getpid()) + ".log")).string();
   ScopedOverride level{Var::MATE_LOGLEVEL, "3"};
@@ -50,13 +65,9 @@ TEST(DeviceFault, IllegalAddressAtFreeNamesTheAllocationNearTheLastCallsTensor) 
   mate::log::reconfigure();
   mate::guard::clear_recent_ranges();
 
-  std::string reason;
-  auto backend = mate::device::open_driver_backend(mate::device::Kind::Cuda, 0, &reason);
-  ASSERT_NE(backend, nullptr) << reason;
-  mate::guard::GuardAllocatorConfig config;
-  config.backend = mate::device::Kind::Cuda;
+  mate::guard::GuardAllocatorConfig config = cuda.config();
   config.on_corruption = mate::guard::OnCorruption::Continue;
-  mate::guard::GuardAllocator guard(*backend, config);
+  mate::guard::GuardAllocator guard(*cuda.backend, config);
   auto a = guard.allocate(1000);
   ASSERT_TRUE(a) << a.message;
   const std::uint64_t id = guard.describe(a.ptr).id;
@@ -95,15 +106,12 @@ TEST(DeviceFault, IllegalAddressAtFreeNamesTheAllocationNearTheLastCallsTensor) 
 // After a device fault every copy fails with the sticky error, so the canary cannot be read:
 // the free and check_all must say so, never "canary intact" or a count of 0.
 TEST(DeviceFault, CanaryThatCannotBeReadIsReportedNotChecked) {
-  ScopedOverride fake{Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
-  std::string reason;
-  auto backend = mate::device::open_driver_backend(mate::device::Kind::Cuda, 0, &reason);
-  ASSERT_NE(backend, nullptr) << reason;
-  mate::guard::GuardAllocatorConfig config;
-  config.backend = mate::device::Kind::Cuda;
+  FakeCuda cuda;
+  ASSERT_NE(cuda.backend, nullptr) << cuda.reason;
+  mate::guard::GuardAllocatorConfig config = cuda.config();
   config.on_corruption = mate::guard::OnCorruption::Continue;
   config.log_allocations = true;
-  mate::guard::GuardAllocator guard(*backend, config);
+  mate::guard::GuardAllocator guard(*cuda.backend, config);
   auto a = guard.allocate(1000);
   ASSERT_TRUE(a) << a.message;
   auto b = guard.allocate(24);
@@ -164,12 +172,10 @@ TEST(DeviceFault, RecentRangesAreBoundedNewestFirst) {
 // allocator's host staging buffer while check_all() runs on another thread. Through the fake
 // driver; under the tsan preset it checks the driver backend's and the staging buffer's locking.
 TEST(DeviceMemory, ManyThreadsAllocateWriteAndFreeWhileAnotherChecksEveryCanary) {
-  ScopedOverride fake{Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
-  std::string reason;
-  auto backend = mate::device::open_driver_backend(mate::device::Kind::Cuda, 0, &reason);
-  ASSERT_NE(backend, nullptr) << reason;
-  mate::guard::GuardAllocatorConfig config;
-  config.backend = mate::device::Kind::Cuda;
+  FakeCuda cuda;
+  ASSERT_NE(cuda.backend, nullptr) << cuda.reason;
+  mate::device::Backend* backend = cuda.backend.get();
+  mate::guard::GuardAllocatorConfig config = cuda.config();
   config.quarantine_bytes = 64 * backend->granularity();
   mate::guard::GuardAllocator guard(*backend, config);
   std::atomic<int> failures{0};
