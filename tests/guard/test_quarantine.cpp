@@ -286,8 +286,10 @@ TEST(AllocatorRegistry, EachAllocatorIsPairedWithItsOwnTableUnderConcurrentRegis
     writers.emplace_back([&, t] {
       for (int i = 0; i < 20000; ++i) {
         mate::guard::register_allocator(tag_allocator(t), tag_table(t));
+        // Registered a while, so that the reader sees it (the load keeps the loop from being
+        // optimized away).
         for (int spin = 0; spin < 50 && !done.load(std::memory_order_relaxed); ++spin) {
-        }  // registered a while, so that the reader sees it
+        }
         mate::guard::unregister_allocator(tag_allocator(t));
       }
     });

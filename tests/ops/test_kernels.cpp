@@ -128,6 +128,10 @@ struct NormCase {
 void PrintTo(const NormCase& c, std::ostream* os) {
   *os << (c.type == ScalarType::F32 ? "f32" : "bf16") << " rows=" << c.rows << " hidden=" << c.hidden;
 }
+// f32: a few ulps of the result; bf16: the output is rounded to 8 significant bits.
+double norm_tolerance(ScalarType type, double ref) {
+  return type == ScalarType::F32 ? 1e-5 * (1 + std::abs(ref)) : std::abs(ref) / 128 + 1e-6;
+}
 class RmsNorm : public ::testing::TestWithParam<NormCase> {};
 
 TEST_P(RmsNorm, MatchesTheNaiveReference) {
@@ -140,9 +144,7 @@ TEST_P(RmsNorm, MatchesTheNaiveReference) {
   auto ref = reference_rmsnorm(xv, wv, rows, hidden, 1e-5);
   auto got = out.values();
   for (std::size_t i = 0; i < got.size(); ++i) {
-    // f32: a few ulps of the result; bf16: the output is rounded to 8 significant bits.
-    double tol = type == ScalarType::F32 ? 1e-5 * (1 + std::abs(ref[i])) : std::abs(ref[i]) / 128 + 1e-6;
-    ASSERT_NEAR(got[i], ref[i], tol) << "element " << i;
+    ASSERT_NEAR(got[i], ref[i], norm_tolerance(type, ref[i])) << "element " << i;
   }
 }
 
@@ -290,8 +292,7 @@ TEST(Threads, FirstCallsFromManyThreadsEachGetTheirOwnRightAnswer) {
       const auto norm = reference_rmsnorm(xv, wv, rows, k, 1e-5);
       const auto normed = y.values();
       for (std::size_t i = 0; i < normed.size(); ++i) {
-        const double tol = type == ScalarType::F32 ? 1e-5 * (1 + std::abs(norm[i])) : std::abs(norm[i]) / 128 + 1e-6;
-        if (!(std::abs(normed[i] - norm[i]) <= tol)) ++wrong;
+        if (!(std::abs(normed[i] - norm[i]) <= norm_tolerance(type, norm[i]))) ++wrong;
       }
     });
   }
