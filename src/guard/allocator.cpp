@@ -11,7 +11,7 @@
 #include "fault_handler.hpp"
 #include "map_entries.hpp"
 #include "mate/core/crash_context.hpp"
-#include "mate/guard/recent_ranges.hpp"
+#include "mate/guard/device_fault_report.hpp"
 #include "report.hpp"
 #include "slot_table.hpp"
 #include "stack_capture.hpp"

@@ -1,11 +1,10 @@
-// Glue to the guarded allocator: the address range of every non-CPU tensor a logged call takes
-// goes into the guard's bounded registry (include/mate/guard/recent_ranges.hpp), so a device
-// fault reported later at a synchronize can name the allocations nearest to what recent calls
-// touched. The guard comes before log in the build order, so log pushes and guard owns.
+// The address range of every non-CPU tensor a logged call takes goes into core's bounded ring
+// (mate/core/recent_device_ranges.hpp), so that a device fault reported later at a synchronize
+// (the guarded allocator's report) can name the allocations nearest to what recent calls touched.
 #include <dlpack/dlpack.h>
 
 #include "log_internal.hpp"
-#include "mate/guard/recent_ranges.hpp"
+#include "mate/core/recent_device_ranges.hpp"
 
 namespace mate::log::detail {
 
@@ -20,7 +19,7 @@ void note(const char* call, std::uint64_t seq, const Arg& a) noexcept {
   const DLTensor& t = a.tensor->dl();
   if (t.device.device_type == kDLCPU || t.data == nullptr) return;
   const tensor::VaRange r = a.tensor->view().va_range();
-  guard::note_device_range(call, seq, r.lo, r.hi);
+  core::note_device_range(call, seq, r.lo, r.hi);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ struct Header {
 std::string render(Format format, const Header& header, Event event, int level,
                    const std::vector<Arg>& args, const CallOutcome* outcome);
 
-// Records the device ranges of `inputs`' tensors for the guarded allocator's fault reports.
+// Records the device ranges of `inputs`' tensors in core, for device-fault reports.
 void note_device_ranges(const char* call, std::uint64_t seq, const std::vector<Arg>& inputs) noexcept;
 
 // The API calls in flight on this thread, for crash reports (async-signal-safe reads).

@@ -18,7 +18,8 @@
 #include "mate/config.hpp"
 #include "mate/device/driver.hpp"
 #include "mate/guard/allocator.hpp"
-#include "mate/guard/recent_ranges.hpp"
+#include "mate/guard/device_fault_report.hpp"
+#include "mate/core/recent_device_ranges.hpp"
 #include "mate/log/api.hpp"
 #include "guard/stack_depot.hpp"
 
@@ -63,7 +64,7 @@ TEST(DeviceFault, IllegalAddressAtFreeNamesTheAllocationNearTheLastCallsTensor) 
   ScopedOverride level{Var::MATE_LOGLEVEL, "3"};
   ScopedOverride dest{Var::MATE_LOGDEST, log_path};
   mate::log::reconfigure();
-  mate::guard::clear_recent_ranges();
+  mate::core::clear_recent_device_ranges();
 
   mate::guard::GuardAllocatorConfig config = cuda.config();
   config.on_corruption = mate::guard::OnCorruption::Continue;
@@ -155,16 +156,16 @@ TEST(DeviceFault, OtherErrorsAreNotDeviceFaults) {
 }
 
 TEST(DeviceFault, RecentRangesAreBoundedNewestFirst) {
-  mate::guard::clear_recent_ranges();
-  for (std::uintptr_t i = 0; i < mate::guard::kRecentRanges + 5; ++i)
-    mate::guard::note_device_range("call", i, 0x1000 * (i + 1), 0x1000 * (i + 1) + 16);
+  mate::core::clear_recent_device_ranges();
+  for (std::uintptr_t i = 0; i < mate::core::kRecentDeviceRanges + 5; ++i)
+    mate::core::note_device_range("call", i, 0x1000 * (i + 1), 0x1000 * (i + 1) + 16);
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(mate::guard::write_recent_ranges(2), mate::guard::kRecentRanges);
+  EXPECT_EQ(mate::guard::write_recent_ranges(2), mate::core::kRecentDeviceRanges);
   const std::string out = ::testing::internal::GetCapturedStderr();
-  EXPECT_THAT(out, HasSubstr("call #" + std::to_string(mate::guard::kRecentRanges + 4) + " call"));
+  EXPECT_THAT(out, HasSubstr("call #" + std::to_string(mate::core::kRecentDeviceRanges + 4) + " call"));
   EXPECT_THAT(out, Not(HasSubstr("call #4 call")));  // the oldest five were dropped
   EXPECT_LT(out.find("call #36 "), out.find("call #35 "));
-  mate::guard::clear_recent_ranges();
+  mate::core::clear_recent_device_ranges();
 }
 
 // Device memory from several threads at once, as a framework's allocator hook sees it (one

@@ -1,57 +1,21 @@
-// A fixed ring under a mutex: written from the log's call path, read when a fault is reported.
-#include "mate/guard/recent_ranges.hpp"
+// The device-fault report: the ranges recent calls passed (mate/core/recent_device_ranges.hpp),
+// each with the guarded allocation nearest to it.
+#include "mate/guard/device_fault_report.hpp"
 
 #include <atomic>
-#include <mutex>
+
+#include "mate/core/recent_device_ranges.hpp"
 
 #include "mate/guard/allocator.hpp"
 #include "report.hpp"
 
 namespace mate::guard {
 
-namespace {
-
-struct RecentRange {
-  char call[48];
-  std::uint64_t seq;
-  std::uintptr_t lo;
-  std::uintptr_t hi;
-};
-
-std::mutex g_mutex;
-RecentRange g_ring[kRecentRanges];
-std::size_t g_count = 0;  // ranges ever recorded; the newest is at (g_count - 1) % kRecentRanges
-
-}  // namespace
-
-void note_device_range(const char* call, std::uint64_t seq, std::uintptr_t lo, std::uintptr_t hi) noexcept {
-  if (hi <= lo) return;
-  std::lock_guard lock(g_mutex);
-  RecentRange& r = g_ring[g_count % kRecentRanges];
-  std::size_t n = 0;
-  for (; call != nullptr && call[n] != '\0' && n + 1 < sizeof(r.call); ++n) r.call[n] = call[n];
-  r.call[n] = '\0';
-  r.seq = seq;
-  r.lo = lo;
-  r.hi = hi;
-  ++g_count;
-}
-
-void clear_recent_ranges() noexcept {
-  std::lock_guard lock(g_mutex);
-  g_count = 0;
-}
-
 std::size_t write_recent_ranges(int fd) noexcept {
-  RecentRange copy[kRecentRanges];
-  std::size_t n;
-  {
-    std::lock_guard lock(g_mutex);
-    n = g_count < kRecentRanges ? g_count : kRecentRanges;
-    for (std::size_t i = 0; i < n; ++i) copy[i] = g_ring[(g_count - 1 - i) % kRecentRanges];
-  }
+  core::RecentDeviceRange copy[core::kRecentDeviceRanges];
+  const std::size_t n = core::recent_device_ranges(copy);
   for (std::size_t i = 0; i < n; ++i) {
-    const RecentRange& r = copy[i];
+    const core::RecentDeviceRange& r = copy[i];
     {
       ReportWriter w(fd);
       w.str("  call #").dec(r.seq).chr(' ').str(r.call).str(" passed ");

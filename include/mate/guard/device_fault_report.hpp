@@ -1,14 +1,13 @@
-// mate/guard/recent_ranges.hpp — the device memory ranges recent API calls passed, kept so that
-// a device fault can be related to guarded allocations.
+// mate/guard/device_fault_report.hpp — the device-fault report: the device memory ranges recent API
+// calls passed (recorded in mate/core/recent_device_ranges.hpp), related to guarded allocations.
 //
 // A device fault is not a host signal: the driver reports CUDA_ERROR_ILLEGAL_ADDRESS (700; the
 // MUSA driver uses the same code) at the next synchronization and gives no address. The API log
-// (level >= 3, src/log) records here the address range of every non-CPU tensor argument; when the
+// (level >= 3, src/log) records the address range of every non-CPU tensor argument; when the
 // guarded allocator's synchronize (sync_on_free, check_all) sees the illegal-address error it
 // prints, once per process, the live or quarantined allocation nearest to each recorded range.
 //
-// Contract: bounded (the newest kRecentRanges ranges win), thread-safe, never allocates; the
-// guard owns this registry because the log component comes after it in the build order.
+// The ranges live in core, below both the log that records them and the guard that reports them.
 #pragma once
 
 #include <cstddef>
@@ -16,13 +15,6 @@
 
 namespace mate::guard {
 
-inline constexpr std::size_t kRecentRanges = 32;
-
-// Records [lo, hi) as a device range passed to call `call` (copied, truncated to 47 chars) with
-// log sequence number `seq`. Empty ranges are ignored.
-void note_device_range(const char* call, std::uint64_t seq, std::uintptr_t lo, std::uintptr_t hi) noexcept;
-// Forgets every recorded range (tests).
-void clear_recent_ranges() noexcept;
 // Writes one line per recorded range, newest first, each with the nearest guarded allocation
 // (describe() of its first and last byte); returns the number of ranges written.
 std::size_t write_recent_ranges(int fd) noexcept;
