@@ -13,6 +13,8 @@
 
 #include "file_io.hpp"
 #include "json_numbers.hpp"
+#include "mate/log/arg_json.hpp"
+#include "tensor_format.hpp"
 
 namespace mate::dump {
 
@@ -32,7 +34,19 @@ std::string str_or(const json& j, const char* key, std::string fallback = "") {
   return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
-// j[key] as a string or a bool, a FieldError naming the key otherwise (nlohmann's own message
+// A tensor names its file inside the call directory, or why it has none.
+void check_files(const RecordedArg& a) {
+  if (a.kind == RecordedArg::Kind::List) {
+    for (const RecordedArg& item : a.items) check_files(item);
+    return;
+  }
+  if (a.kind != RecordedArg::Kind::Tensor) return;
+  if (a.file.empty() && a.error.empty()) throw DumpError("tensor argument " + a.name + " names no file");
+  if (a.file.find("..") != std::string::npos || (!a.file.empty() && a.file[0] == '/'))
+    throw DumpError("tensor argument " + a.name + " names a file outside the call directory: " + a.file);
+}
+
+// j[key] as a string, a FieldError naming the key otherwise (nlohmann's own message
 // names neither the field nor the file); a missing key is json::out_of_range, as with at().
 std::string string_at(const json& j, const char* key) {
   const json& v = j.at(key);
@@ -40,46 +54,15 @@ std::string string_at(const json& j, const char* key) {
   return v.get<std::string>();
 }
 
-bool bool_at(const json& j, const char* key) {
-  const json& v = j.at(key);
-  if (!v.is_boolean()) throw detail::FieldError(std::string(key) + ": expected true or false, found " + v.dump());
-  return v.get<bool>();
-}
-
-double float_value(const json& v) {
-  if (v.is_number()) return v.get<double>();
-  const std::string s = v.get<std::string>();  // non-finite values are written as text
-  if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
-  if (s == "inf") return std::numeric_limits<double>::infinity();
-  if (s == "-inf") return -std::numeric_limits<double>::infinity();
-  throw DumpError("float value \"" + s + "\" is not a number, nan, inf or -inf");
-}
-
-RecordedArg parse_arg(const json& j, int depth) {
-  if (depth > 16) throw DumpError("arguments nested deeper than 16 lists");
-  if (!j.is_object()) throw DumpError("an argument is not a JSON object");
+// One argument: the shared schema, plus what a dump must be able to trust.
+RecordedArg parse_arg(const json& j) {
   RecordedArg a;
-  a.name = string_at(j, "name");
-  a.kind = string_at(j, "kind");
-  a.type = str_or(j, "type");
-  a.error = str_or(j, "error");
-  if (a.kind == "bool") a.b = bool_at(j, "value");
-  else if (a.kind == "int" || a.kind == "enum") a.i = detail::integer_at<std::int64_t>(j, "value");
-  else if (a.kind == "uint") a.u = detail::integer_at<std::uint64_t>(j, "value");
-  else if (a.kind == "float") a.f = float_value(j.at("value"));
-  else if (a.kind == "str") a.s = string_at(j, "value");
-  else if (a.kind == "tensor") {
-    a.file = str_or(j, "file");
-    a.key = str_or(j, "key");
-    if (a.file.empty() && a.error.empty()) throw DumpError("tensor argument " + a.name + " names no file");
-    if (a.file.find("..") != std::string::npos || (!a.file.empty() && a.file[0] == '/'))
-      throw DumpError("tensor argument " + a.name + " names a file outside the call directory: " + a.file);
-  } else if (a.kind == "list") {
-    for (const json& item : j.at("items")) a.items.push_back(parse_arg(item, depth + 1));
-  } else if (a.kind != "none") {
-    throw DumpError("argument " + a.name + " has unknown kind \"" + a.kind + "\"");
+  try {
+    a = log::arg_from_json(j);
+  } catch (const log::ArgSchemaError& e) {
+    throw detail::FieldError(e.what());
   }
-  if (a.kind == "enum") a.s = str_or(j, "label");
+  check_files(a);
   return a;
 }
 
@@ -88,7 +71,7 @@ std::vector<RecordedArg> parse_args(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end()) return out;
   if (!it->is_array()) throw DumpError(std::string(key) + " is not a list");
-  for (const json& a : *it) out.push_back(parse_arg(a, 0));
+  for (const json& a : *it) out.push_back(parse_arg(a));
   return out;
 }
 
@@ -129,8 +112,8 @@ CallRecord parse_call(std::string_view text, const std::string& dir) {
     }
     if (!known) throw DumpError("unknown status \"" + status + "\"");
     r.tensor_format = string_at(j, "tensor_format");
-    if (r.tensor_format != "mate" && r.tensor_format != "safetensors")
-      throw DumpError("unknown tensor_format \"" + r.tensor_format + "\"");
+    if (detail::tensor_format_named(r.tensor_format) == nullptr)
+      throw DumpError("unknown tensor_format \"" + r.tensor_format + "\" (known: " + detail::tensor_format_names() + ")");
     if (auto e = j.find("exception"); e != j.end() && e->is_object()) {
       r.exception_type = str_or(*e, "type");
       r.exception_message = str_or(*e, "message");
@@ -157,7 +140,7 @@ CallRecord read_call(const std::string& dir) {
 }
 
 TensorRecord load_tensor(const CallRecord& call, const RecordedArg& arg) {
-  if (arg.kind != "tensor") throw DumpError("argument " + arg.name + " is not a tensor");
+  if (arg.kind != RecordedArg::Kind::Tensor) throw DumpError("argument " + arg.name + " is not a tensor");
   if (!arg.error.empty()) {
     // The writer records most reasons as "not saved: <why>": say it once.
     constexpr std::string_view kPrefix = "not saved: ";
@@ -166,8 +149,14 @@ TensorRecord load_tensor(const CallRecord& call, const RecordedArg& arg) {
     throw DumpError("tensor " + arg.name + " was not saved: " + std::string(why));
   }
   const std::string path = (fs::path(call.dir) / arg.file).string();
-  if (call.tensor_format == "safetensors") return read_safetensors(path, arg.key);
-  return read_mtensor(path);
+  const detail::TensorFormat* format = detail::tensor_format_named(call.tensor_format);
+  if (format == nullptr) throw DumpError("unknown tensor_format \"" + call.tensor_format + "\"");
+  return format->read(path, arg.key);
+}
+
+bool keeps_layout(const CallRecord& call) {
+  const detail::TensorFormat* format = detail::tensor_format_named(call.tensor_format);
+  return format != nullptr && format->keeps_layout();
 }
 
 namespace {

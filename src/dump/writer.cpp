@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -35,6 +36,9 @@
 #include "mate/dump/dump.hpp"
 #include "mate/log/api.hpp"
 #include "file_io.hpp"
+#include "mate/core/utc_time.hpp"
+#include "mate/log/arg_json.hpp"
+#include "tensor_format.hpp"
 
 // Referenced by a linker option of mate::dump (--undefined) so that static linking keeps this
 // file, whose static initializer installs the hook.
@@ -50,7 +54,7 @@ log::CallHook* level10_hook();
 
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // call.json keeps the order fields are written in
 namespace fs = std::filesystem;
 
 // Room a call keeps beyond its measured call.json for what the file gains before it is measured
@@ -73,16 +77,9 @@ struct Settings {
   core::PatternList include, exclude;
 };
 
-// A tensor to write: its file (and key in a safetensors file) and where its JSON entry is.
-struct TensorJob {
-  std::string file;
-  std::string key;
-  tensor::TensorMeta meta;
-  json::json_pointer slot;
-};
-
 struct ActiveDump {
   std::string dir;
+  const detail::TensorFormat* format = nullptr;
   json meta;
   std::uint64_t reserved = 0;
   std::uint64_t written = 0;     // tensor bytes on disk
@@ -165,23 +162,6 @@ void show_banner_locked(State& s) {
        " (dumps can hold sensitive data; the directory is created with mode 0700)");
 }
 
-std::string utc_now(bool for_name) {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  tm t{};
-  ::gmtime_r(&ts.tv_sec, &t);
-  char buf[64];
-  const int ms = static_cast<int>(ts.tv_nsec / 1000000);
-  if (for_name) {
-    std::snprintf(buf, sizeof buf, "%04d%02d%02d_%02d%02d%02d_%03d", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                  t.tm_hour, t.tm_min, t.tm_sec, ms);
-  } else {
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", t.tm_year + 1900, t.tm_mon + 1,
-                  t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000);
-  }
-  return buf;
-}
-
 // Letters, digits, '.', '-' and '_' are kept; anything else becomes '_'.
 std::string sanitize(std::string_view name) {
   std::string out;
@@ -190,96 +170,42 @@ std::string sanitize(std::string_view name) {
   return out.substr(0, 100);
 }
 
-const char* kind_name(log::Arg::Kind k) {
-  switch (k) {
-    case log::Arg::Kind::None: return "none";
-    case log::Arg::Kind::Bool: return "bool";
-    case log::Arg::Kind::Int: return "int";
-    case log::Arg::Kind::UInt: return "uint";
-    case log::Arg::Kind::Float: return "float";
-    case log::Arg::Kind::String: return "str";
-    case log::Arg::Kind::Enum: return "enum";
-    case log::Arg::Kind::Tensor: return "tensor";
-    case log::Arg::Kind::List: return "list";
-  }
-  return "none";
-}
+// The tensors of one call phase, and where each one's entry is in call.json.
+struct Phase {
+  std::vector<detail::PhaseTensor> tensors;
+  std::vector<json::json_pointer> slots;  // one per tensor
+};
 
-// The JSON entry of one argument; tensors become jobs writing into `phase`/.
-json describe(const log::Arg& a, const std::string& phase, const std::string& file_stem, bool safetensors,
-              const json::json_pointer& slot, std::vector<TensorJob>& jobs) {
-  json j = {{"name", a.name}, {"kind", kind_name(a.kind)}, {"type", a.type}};
-  switch (a.kind) {
-    case log::Arg::Kind::Bool: j["value"] = a.b; break;
-    case log::Arg::Kind::Int: j["value"] = a.i; break;
-    case log::Arg::Kind::UInt: j["value"] = a.u; break;
-    case log::Arg::Kind::Float:
-      if (std::isnan(a.f)) j["value"] = "nan";
-      else if (std::isinf(a.f)) j["value"] = a.f > 0 ? "inf" : "-inf";
-      else j["value"] = a.f;
-      break;
-    case log::Arg::Kind::String: j["value"] = a.s; break;
-    case log::Arg::Kind::Enum:
-      j["value"] = a.i;
-      if (!a.s.empty()) j["label"] = a.s;
-      break;
-    case log::Arg::Kind::Tensor: {
-      const tensor::TensorView v = a.tensor->view();
-      j["dtype"] = tensor::dtype_name(v.dtype());
-      j["shape"] = v.shape();
-      j["strides"] = v.strides();
-      j["byte_offset"] = v.byte_offset();
-      j["device"] = tensor::device_name(v.device());
-      // The bytes the tensor spans, as the log shows them: replay rebuilds arguments that
-      // overlapped (an in-place call) over one buffer again.
-      const tensor::VaRange va = v.va_range();
-      j["va"] = {fmt::format("0x{:x}", va.lo), fmt::format("0x{:x}", va.hi)};
-      // `file` (and `key`) are set by write_tensors once the file is complete.
-      j["error"] = kPending;
-      jobs.push_back(TensorJob{safetensors ? phase + ".safetensors" : phase + "/" + file_stem + ".mtensor",
-                               safetensors ? file_stem : "", *a.tensor, slot});
-      break;
-    }
-    case log::Arg::Kind::List: {
-      json items = json::array();
-      for (std::size_t k = 0; k < a.items.size(); ++k)
-        items.push_back(describe(a.items[k], phase, file_stem + "." + std::to_string(k), safetensors,
-                                 slot / "items" / k, jobs));
-      j["items"] = std::move(items);
-      break;
-    }
-    case log::Arg::Kind::None: break;
-  }
-  return j;
-}
-
-json describe_all(const std::vector<log::Arg>& args, const std::string& phase, bool safetensors, std::vector<TensorJob>& jobs) {
+// The call.json entries of a phase's arguments (the argument schema, mate/log/arg_json.hpp);
+// each tensor says kPending until its file is complete, and joins `phase`.
+json describe_all(const std::vector<log::Arg>& args, const std::string& name, const detail::TensorFormat& format,
+                  Phase& phase) {
   json out = json::array();
   for (std::size_t k = 0; k < args.size(); ++k) {
-    char idx[32];
-    std::snprintf(idx, sizeof idx, "%02zu_", k);
-    out.push_back(describe(args[k], phase, idx + sanitize(args[k].name), safetensors, json::json_pointer("/" + phase) / k, jobs));
+    char index[32];
+    std::snprintf(index, sizeof index, "%02zu_", k);
+    // List items' stems and slots follow the items' positions.
+    std::function<void(const log::Arg&, const std::string&, const json::json_pointer&)> walk =
+        [&](const log::Arg& a, const std::string& stem, const json::json_pointer& slot) {
+          if (a.kind == log::Arg::Kind::Tensor) {
+            phase.tensors.push_back(detail::PhaseTensor{stem, *a.tensor, "", "", ""});
+            phase.slots.push_back(slot);
+          }
+          for (std::size_t i = 0; i < a.items.size(); ++i) walk(a.items[i], stem + "." + std::to_string(i), slot / "items" / i);
+        };
+    walk(args[k], index + sanitize(args[k].name), json::json_pointer("/" + name) / k);
+    out.push_back(log::arg_to_json(args[k], [](const log::Arg&, json& j) { j["error"] = kPending; }));
   }
+  format.place(name, phase.tensors);
   return out;
 }
 
-std::uint64_t estimate(const std::vector<TensorJob>& jobs, bool safetensors) {
-  if (safetensors) {
-    std::vector<NamedTensor> named;
-    for (const TensorJob& j : jobs) named.push_back({j.key, j.meta.view()});
-    return jobs.empty() ? 0 : safetensors_file_size(named);
-  }
-  std::uint64_t total = 0;
-  for (const TensorJob& j : jobs) total += mtensor_file_size(j.meta.view());
-  return total;
-}
-
-// The argument at `job` names its complete file.
-void name_file(json& meta, const TensorJob& job, bool safetensors) {
-  json& arg = meta[job.slot];
+// The argument at `slot` names its complete file.
+void name_file(json& meta, const json::json_pointer& slot, const detail::PhaseTensor& t) {
+  json& arg = meta[slot];
   arg.erase("error");
-  arg["file"] = job.file;
-  if (safetensors) arg["key"] = job.key;
+  arg["file"] = t.file;
+  if (!t.key.empty()) arg["key"] = t.key;
 }
 
 // Every argument still pending in `args` (and in their list items) was not saved because of the
@@ -293,38 +219,20 @@ void settle_pending(json& args, const std::string& error) {
 }
 
 // Writes the tensors of one phase, each complete under its name before `meta` names it, and
-// fsyncs the directory holding them so the names survive a power loss before a call.json that
-// refers to them does. Memory that cannot be read is recorded on the argument and is not an
-// error of the dump; a file-system error is (returned; the arguments stay pending, and fail()
-// records the error on them: files already renamed are complete but not named).
-std::string write_tensors(const std::string& dir, const std::vector<TensorJob>& jobs, bool safetensors, json& meta,
+// fsyncs the call directory so the names survive a power loss before a call.json that refers to
+// them does (the format fsyncs its own subdirectories). Memory that cannot be read is recorded
+// on the argument and is not an error of the dump; a file-system error is (returned; the
+// arguments stay pending, and fail() records the error on them: files already renamed are
+// complete but not named).
+std::string write_tensors(const std::string& dir, const detail::TensorFormat& format, Phase& phase, json& meta,
                           std::uint64_t& written) {
-  if (jobs.empty()) return "";
-  const std::string phase_dir = safetensors ? dir : dir + "/" + jobs.front().file.substr(0, jobs.front().file.find('/'));
-  if (safetensors) {
-    std::vector<NamedTensor> named;
-    for (const TensorJob& j : jobs) named.push_back({j.key, j.meta.view()});
-    WriteResult r = write_safetensors(dir + "/" + jobs.front().file, named);
-    written += r.bytes;
-    if (r.read_failed) {
-      for (const TensorJob& j : jobs) meta[j.slot]["error"] = r.error;
-      return "";
-    }
-    if (!r.ok()) return r.error;
-  } else {
-    for (const TensorJob& j : jobs) {
-      WriteResult r = write_mtensor(dir + "/" + j.file, j.meta.view());
-      written += r.bytes;
-      if (r.read_failed) meta[j.slot]["error"] = r.error;
-      else if (!r.ok()) return r.error;
-    }
+  if (phase.tensors.empty()) return "";
+  if (std::string error = format.write(dir, phase.tensors, written); !error.empty()) return error;
+  if (std::string error = detail::sync_directory(dir); !error.empty()) return error;
+  for (std::size_t k = 0; k < phase.tensors.size(); ++k) {
+    if (!phase.tensors[k].read_error.empty()) meta[phase.slots[k]]["error"] = phase.tensors[k].read_error;
+    else name_file(meta, phase.slots[k], phase.tensors[k]);
   }
-  if (std::string error = detail::sync_directory(phase_dir); !error.empty()) return error;
-  // ... and the call directory, whose entry for inputs/ or outputs/ the files are reached by.
-  if (phase_dir != dir)
-    if (std::string error = detail::sync_directory(dir); !error.empty()) return error;
-  for (const TensorJob& j : jobs)
-    if (meta[j.slot].value("error", "") == kPending) name_file(meta, j, safetensors);
   return "";
 }
 
@@ -406,8 +314,7 @@ class Writer final : public log::CallHook {
     if (call.level < 10) return;
     State& s = state();
     ActiveDump d;
-    std::vector<TensorJob> jobs;
-    bool safetensors = false;
+    Phase phase;
     std::uint64_t in = 0;  // bytes of the input tensor files
     {
       std::lock_guard lock(s.mutex);
@@ -423,14 +330,14 @@ class Writer final : public log::CallHook {
         }
         return;
       }
-      safetensors = s.settings.safetensors;
+      d.format = s.settings.safetensors ? &detail::safetensors_format() : &detail::mtensor_format();
       d.meta = {{"format", "mate-dump"}, {"version", kCallFormatVersion}, {"function", call.name}, {"seq", call.seq},
                 {"pid", static_cast<long>(::getpid())}, {"tid", static_cast<long>(::gettid())},
-                {"mate_version", MATE_VERSION_STRING}, {"started", utc_now(false)},
+                {"mate_version", MATE_VERSION_STRING}, {"started", core::utc_now_iso8601_micros()},
                 {"status", to_string(CallStatus::WritingInputs)},
-                {"tensor_format", safetensors ? "safetensors" : "mate"}};
-      d.meta["inputs"] = describe_all(inputs, "inputs", safetensors, jobs);
-      in = estimate(jobs, safetensors);
+                {"tensor_format", d.format->name()}};
+      d.meta["inputs"] = describe_all(inputs, "inputs", *d.format, phase);
+      in = d.format->estimate_size(phase.tensors);
       // Inputs, as much again for the outputs, and call.json as now (long strings and lists
       // count) while a later version replaces it.
       d.reserved = 2 * in + 2 * metadata_text(d.meta).size() + kMetadataSlack;
@@ -457,7 +364,7 @@ class Writer final : public log::CallHook {
     }
     char seq[32];
     std::snprintf(seq, sizeof seq, "%08llu", static_cast<unsigned long long>(call.seq));
-    d.dir = s.settings.root + "/" + utc_now(true) + "_pid" + std::to_string(::getpid()) + "_call" + seq + "_" + sanitize(call.name);
+    d.dir = s.settings.root + "/" + core::utc_now_for_file_name() + "_pid" + std::to_string(::getpid()) + "_call" + seq + "_" + sanitize(call.name);
     int made = ::mkdir(d.dir.c_str(), 0700);
     if (made != 0 && errno == ENOENT) {
       // The root was removed while the process runs (someone cleaned up the dumps): create it
@@ -470,10 +377,8 @@ class Writer final : public log::CallHook {
     if (made != 0) return fail(d, std::string("cannot create ") + d.dir + ": " + std::strerror(errno), false);
     std::string error;
     if (!publish(d, &error)) return fail(d, error, true);
-    if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/inputs").c_str(), 0700) != 0)
-      return fail(d, std::string("cannot create ") + d.dir + "/inputs: " + std::strerror(errno), true);
     d.pending = in;
-    error = write_tensors(d.dir, jobs, safetensors, d.meta, d.written);
+    error = write_tensors(d.dir, *d.format, phase, d.meta, d.written);
     d.pending = 0;
     if (!error.empty()) return fail(d, error, true);
     d.meta["status"] = to_string(CallStatus::InputsSaved);
@@ -493,7 +398,7 @@ class Writer final : public log::CallHook {
       d = std::move(it->second);
       s.active.erase(it);
     }
-    d.meta["finished"] = utc_now(false);
+    d.meta["finished"] = core::utc_now_iso8601_micros();
     d.meta["elapsed_us"] = outcome.elapsed_us;
     std::string error;
     if (outcome.threw) {
@@ -504,27 +409,20 @@ class Writer final : public log::CallHook {
       if (!publish(d, &error)) return fail(d, error, true);
       return finish(d);
     }
-    const bool safetensors = d.meta["tensor_format"] == "safetensors";
-    std::vector<TensorJob> jobs;
-    d.meta["outputs"] = describe_all(outputs, "outputs", safetensors, jobs);
+    Phase phase;
+    d.meta["outputs"] = describe_all(outputs, "outputs", *d.format, phase);
     d.meta["status"] = to_string(CallStatus::Completed);  // measured as it will be written
-    const std::uint64_t need = estimate(jobs, safetensors);
+    const std::uint64_t need = d.format->estimate_size(phase.tensors);
     const std::string lost = std::string("the outputs of ") + call.name + " are not saved";
     if (!reserve_up_to(d, room_for(d, d.meta, need), lost)) {
       // The outputs do not fit under the size cap: recorded as not saved, never half-written.
-      for (TensorJob& j : jobs) {
-        d.meta[j.slot]["error"] = kNotSaved;
-        d.meta[j.slot].erase("file");
-        d.meta[j.slot].erase("key");
-      }
-      jobs.clear();
+      for (const json::json_pointer& slot : phase.slots) d.meta[slot]["error"] = kNotSaved;
+      phase = {};
       // Nor may their values in call.json (a long returned string or list).
       if (!reserve_up_to(d, room_for(d, d.meta, 0), lost)) drop_output_values(d.meta["outputs"]);
     }
-    if (!safetensors && !jobs.empty() && ::mkdir((d.dir + "/outputs").c_str(), 0700) != 0)
-      return fail(d, std::string("cannot create ") + d.dir + "/outputs: " + std::strerror(errno), true);
-    d.pending = jobs.empty() ? 0 : need;
-    error = write_tensors(d.dir, jobs, safetensors, d.meta, d.written);
+    d.pending = phase.tensors.empty() ? 0 : need;
+    error = write_tensors(d.dir, *d.format, phase, d.meta, d.written);
     d.pending = 0;
     if (!error.empty()) return fail(d, error, true);
     if (!publish(d, &error)) return fail(d, error, true);

@@ -1,10 +1,13 @@
 // Rendering of records in the two formats. Both carry the same fields; docs/logging.md lists
-// them. Statistics (level >= 5) are computed here, while the record is built.
+// them. In JSON each argument is the shared schema (mate/log/arg_json.hpp); the text form is this
+// file's own. Statistics (level >= 5) are computed here, while the record is built.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "log_internal.hpp"
+#include "mate/core/utc_time.hpp"
+#include "mate/log/arg_json.hpp"
 #include "mate/tensor/stats.hpp"
 
 namespace mate::log::detail {
@@ -13,12 +16,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-std::string timestamp(const timespec& t) {
-  std::tm tm{};
-  ::gmtime_r(&t.tv_sec, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, t.tv_nsec / 1000);
-}
+std::string timestamp(const timespec& t) { return core::utc_iso8601_micros(t); }
 
 const char* event_name(Event e) {
   switch (e) {
@@ -30,7 +28,7 @@ const char* event_name(Event e) {
   return "?";
 }
 
-std::string hex(std::uintptr_t v) { return fmt::format("{:#x}", v); }
+std::string hex(std::uintptr_t v) { return fmt::format("{:#x}", v); }  // as the JSON form writes it
 
 std::string number(double v) { return fmt::format("{:.6g}", v); }
 
@@ -85,22 +83,22 @@ void text_arg(std::string& out, const Arg& a, const std::string& indent, int lev
       out += fmt::format("None ({})\n", a.type);
       return;
     case Arg::Kind::Bool:
-      out += fmt::format("bool {}\n", a.b);
+      out += fmt::format("bool {}\n", a.bool_value);
       return;
     case Arg::Kind::Int:
-      out += fmt::format("{} {}\n", a.type, a.i);
+      out += fmt::format("{} {}\n", a.type, a.int_value);
       return;
     case Arg::Kind::UInt:
-      out += fmt::format("{} {}\n", a.type, a.u);
+      out += fmt::format("{} {}\n", a.type, a.uint_value);
       return;
     case Arg::Kind::Float:
-      out += a.type == "f32" ? fmt::format("f32 {}\n", static_cast<float>(a.f)) : fmt::format("f64 {}\n", a.f);
+      out += a.type == "f32" ? fmt::format("f32 {}\n", static_cast<float>(a.float_value)) : fmt::format("f64 {}\n", a.float_value);
       return;
     case Arg::Kind::String:
-      out += "str " + escaped(a.s, true) + "\n";
+      out += "str " + escaped(a.text, true) + "\n";
       return;
     case Arg::Kind::Enum:
-      out += a.s.empty() ? fmt::format("enum {}\n", a.i) : fmt::format("enum {} ({})\n", escaped(a.s, false), a.i);
+      out += a.text.empty() ? fmt::format("enum {}\n", a.int_value) : fmt::format("enum {} ({})\n", escaped(a.text, false), a.int_value);
       return;
     case Arg::Kind::List:
       out += fmt::format("list of {}\n", a.items.size());
@@ -144,70 +142,28 @@ std::string text_record(const Header& h, Event event, int level, const std::vect
 
 // ---- JSON ----
 
-ordered_json json_arg(const Arg& a, int level) {
-  ordered_json j;
-  if (!a.name.empty()) j["name"] = a.name;
-  switch (a.kind) {
-    case Arg::Kind::None: j["kind"] = "none"; j["type"] = a.type; break;
-    case Arg::Kind::Bool: j["kind"] = "bool"; j["value"] = a.b; break;
-    case Arg::Kind::Int: j["kind"] = "int"; j["type"] = a.type; j["value"] = a.i; break;
-    case Arg::Kind::UInt: j["kind"] = "int"; j["type"] = a.type; j["value"] = a.u; break;
-    case Arg::Kind::Float:
-      j["kind"] = "float";
-      j["type"] = a.type;
-      if (a.type == "f32") j["value"] = static_cast<float>(a.f); else j["value"] = a.f;
-      break;
-    case Arg::Kind::String: j["kind"] = "str"; j["value"] = a.s; break;
-    case Arg::Kind::Enum:
-      j["kind"] = "enum";
-      j["value"] = a.i;
-      if (!a.s.empty()) j["label"] = a.s;
-      break;
-    case Arg::Kind::List: {
-      j["kind"] = "list";
-      ordered_json items = ordered_json::array();
-      for (const Arg& item : a.items) items.push_back(json_arg(item, level));
-      j["items"] = std::move(items);
-      break;
+// Level-5 statistics, the one thing the log adds to the argument schema (mate/log/arg_json.hpp).
+void add_stats(const Arg& a, ordered_json& j) {
+  tensor::StatsResult r = tensor::compute_stats(a.tensor->view());
+  if (r.stats) {
+    ordered_json s;
+    s["count"] = r.stats->count;
+    if (r.stats->finite > 0) {
+      s["min"] = r.stats->min;
+      s["max"] = r.stats->max;
+      s["mean"] = r.stats->mean;
     }
-    case Arg::Kind::Tensor: {
-      tensor::TensorView v = a.tensor->view();
-      tensor::VaRange va = v.va_range();
-      j["kind"] = "tensor";
-      j["dtype"] = tensor::dtype_name(v.dtype());
-      j["shape"] = v.shape();
-      j["strides"] = v.strides();
-      j["byte_offset"] = v.byte_offset();
-      j["device"] = tensor::device_name(v.device());
-      j["contiguous"] = v.is_contiguous();
-      j["va"] = {hex(va.lo), hex(va.hi)};
-      j["bytes"] = va.size();
-      if (level >= 5) {
-        tensor::StatsResult r = tensor::compute_stats(v);
-        if (r.stats) {
-          ordered_json s;
-          s["count"] = r.stats->count;
-          if (r.stats->finite > 0) {
-            s["min"] = r.stats->min;
-            s["max"] = r.stats->max;
-            s["mean"] = r.stats->mean;
-          }
-          if (r.stats->floating) {
-            s["nan"] = r.stats->nan;
-            s["inf"] = r.stats->inf;
-          }
-          j["stats"] = std::move(s);
-        } else {
-          constexpr std::string_view kPrefix = "stats unavailable: ";
-          std::string_view why = r.unavailable;
-          if (why.substr(0, kPrefix.size()) == kPrefix) why.remove_prefix(kPrefix.size());
-          j["stats_unavailable"] = why;
-        }
-      }
-      break;
+    if (r.stats->floating) {
+      s["nan"] = r.stats->nan;
+      s["inf"] = r.stats->inf;
     }
+    j["stats"] = std::move(s);
+  } else {
+    constexpr std::string_view kPrefix = "stats unavailable: ";
+    std::string_view why = r.unavailable;
+    if (why.substr(0, kPrefix.size()) == kPrefix) why.remove_prefix(kPrefix.size());
+    j["stats_unavailable"] = why;
   }
-  return j;
 }
 
 std::string json_record(const Header& h, Event event, int level, const std::vector<Arg>& args,
@@ -225,7 +181,8 @@ std::string json_record(const Header& h, Event event, int level, const std::vect
   }
   if (event != Event::Call) {
     ordered_json list = ordered_json::array();
-    for (const Arg& a : args) list.push_back(json_arg(a, level));
+    const TensorFieldsHook stats = level >= 5 ? TensorFieldsHook(add_stats) : TensorFieldsHook();
+    for (const Arg& a : args) list.push_back(arg_to_json(a, stats));
     j["args"] = std::move(list);
   }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

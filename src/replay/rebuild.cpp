@@ -2,15 +2,10 @@
 #include "rebuild.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <tuple>
+
+#include "mate/tensor/memory.hpp"
 
 namespace mate::replay::detail {
 
@@ -18,30 +13,10 @@ namespace {
 
 using dump::TensorRecord;
 
-// "0x7f12..." as the log writes addresses, or a plain JSON integer.
-std::optional<std::uintptr_t> address(const nlohmann::json& j) {
-  if (j.is_number_unsigned()) return j.get<std::uint64_t>();
-  if (!j.is_string()) return std::nullopt;
-  const std::string& s = j.get_ref<const std::string&>();
-  if (s.size() < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) return std::nullopt;
-  std::uintptr_t v = 0;
-  auto [end, ec] = std::from_chars(s.data() + 2, s.data() + s.size(), v, 16);
-  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
 // Copies `rec`'s bytes to `at` on its device.
 void load(const TensorRecord& rec, std::uintptr_t at) {
-  if (rec.data.empty()) return;
-  if (tensor::memory_of(rec.device) == tensor::Memory::Host) {
-    std::memcpy(reinterpret_cast<void*>(at), rec.data.data(), rec.data.size());
-    return;
-  }
-  device::Backend* b = backend_for(rec.device);
-  if (b == nullptr) throw std::runtime_error("no device backend writes " + tensor::device_name(rec.device) + " memory");
-  device::Status st = b->write(at, rec.data.data(), rec.data.size());
-  if (!st.ok())
-    throw std::runtime_error(std::string("copy to ") + tensor::device_name(rec.device) + " failed (" + (st.what ? st.what : "?") + ")");
+  if (std::string error = tensor::copy_bytes_in(rec.device, at, rec.data.data(), rec.data.size()); !error.empty())
+    throw std::runtime_error(error);
 }
 
 std::shared_ptr<Buffer> allocate(DLDevice device, std::size_t bytes, TensorAllocator& allocator) {
@@ -55,38 +30,13 @@ std::shared_ptr<Buffer> allocate(DLDevice device, std::size_t bytes, TensorAlloc
 
 }  // namespace
 
-device::Backend* backend_for(DLDevice d) {
-  const tensor::Memory m = tensor::memory_of(d);
-  if (m == tensor::Memory::Host) return &device::host_backend();
-  if (m == tensor::Memory::Other) return nullptr;
-  return tensor::device_backend(tensor::device_kind(m));
-}
-
 Buffer::~Buffer() {
   if (base != 0) allocator->deallocate(device, base, bytes);
 }
 
-std::vector<std::optional<tensor::VaRange>> recorded_ranges(const dump::CallRecord& call) {
-  std::vector<std::optional<tensor::VaRange>> out(call.inputs.size());
-  // Only the default format stores the bytes of the recorded range; safetensors files hold
-  // contiguous copies, whose bytes do not line up with it.
-  if (call.tensor_format != "mate") return out;
-  std::ifstream in(std::filesystem::path(call.dir) / dump::kCallFile, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return out;
-  auto inputs = j.find("inputs");
-  if (inputs == j.end() || !inputs->is_array()) return out;
-  for (std::size_t k = 0; k < out.size() && k < inputs->size(); ++k) {
-    const nlohmann::json& a = (*inputs)[k];
-    if (!a.is_object()) continue;
-    auto va = a.find("va");
-    if (va == a.end() || !va->is_array() || va->size() != 2) continue;
-    const auto lo = address((*va)[0]), hi = address((*va)[1]);
-    if (lo && hi && *lo <= *hi) out[k] = tensor::VaRange{*lo, *hi};
-  }
-  return out;
+std::optional<tensor::VaRange> recorded_range(const dump::RecordedArg& arg) {
+  if (!arg.tensor || arg.tensor->dl().data == nullptr) return std::nullopt;
+  return arg.tensor->view().va_range();
 }
 
 std::vector<std::unique_ptr<RebuiltTensor>> rebuild_tensors(std::vector<std::optional<TensorSource>> sources,

@@ -18,16 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "mate/device/backend.hpp"
 #include "mate/dump/call_record.hpp"
 #include "mate/replay/replay.hpp"
-#include "mate/tensor/stats.hpp"
 #include "mate/tensor/tensor_view.hpp"
 
 namespace mate::replay::detail {
-
-// Host memory through the host backend, CUDA/MUSA through theirs; nullptr for other devices.
-device::Backend* backend_for(DLDevice d);
 
 // One allocation; shared by every tensor rebuilt over it, freed with the last.
 struct Buffer {
@@ -53,10 +48,9 @@ struct TensorSource {
   std::optional<tensor::VaRange> va;
 };
 
-// The recorded address range of each argument of `call` (indexed like call.inputs); nullopt
-// where none is recorded or it does not parse. Reads call.json again: dump::RecordedArg does
-// not carry the range.
-std::vector<std::optional<tensor::VaRange>> recorded_ranges(const dump::CallRecord& call);
+// The address range a tensor argument had when it was recorded (call.json's "va", kept in the
+// argument's metadata); nullopt when none was recorded (older dumps).
+std::optional<tensor::VaRange> recorded_range(const dump::RecordedArg& arg);
 
 // Rebuilds `sources` (nullopt entries stay null), sharing buffers between overlapping tensors.
 // Throws std::runtime_error when memory cannot be allocated or written.

@@ -12,7 +12,9 @@
 #include <stdexcept>
 
 #include "mate/dump/call_record.hpp"
+#include "mate/log/arg_json.hpp"
 #include "mate/replay/registry.hpp"
+#include "mate/tensor/memory.hpp"
 #include "mate/tensor/stats.hpp"
 #include "no_dumps.hpp"
 #include "rebuild.hpp"
@@ -35,7 +37,7 @@ class DefaultAllocator final : public TensorAllocator {
       if (p == nullptr) throw std::runtime_error("out of host memory for " + std::to_string(bytes) + " bytes");
       return reinterpret_cast<std::uintptr_t>(p);
     }
-    device::Backend* b = detail::backend_for(device);
+    device::Backend* b = tensor::backend_for(device);
     if (b == nullptr) throw std::runtime_error("no device backend allocates " + tensor::device_name(device) + " memory");
     const std::size_t g = b->granularity();
     const std::size_t size = (bytes + g - 1) / g * g;
@@ -55,7 +57,7 @@ class DefaultAllocator final : public TensorAllocator {
       std::free(reinterpret_cast<void*>(address));
       return;
     }
-    if (device::Backend* b = detail::backend_for(device)) {
+    if (device::Backend* b = tensor::backend_for(device)) {
       const std::size_t g = b->granularity();
       const std::size_t size = (bytes + g - 1) / g * g;
       b->unmap(address, size);
@@ -65,15 +67,16 @@ class DefaultAllocator final : public TensorAllocator {
 };
 
 bool kind_matches(ParamKind p, const RecordedArg& a) {
+  using K = RecordedArg::Kind;
   switch (p) {
     case ParamKind::InputTensor:
-    case ParamKind::WritableTensor: return a.kind == "tensor" || (a.kind == "none" && a.type == "tensor");
-    case ParamKind::Bool: return a.kind == "bool";
+    case ParamKind::WritableTensor: return a.kind == K::Tensor || (a.kind == K::None && a.type == "tensor");
+    case ParamKind::Bool: return a.kind == K::Bool;
     case ParamKind::Int:
     case ParamKind::UInt:
-    case ParamKind::Enum: return a.kind == "int" || a.kind == "uint" || a.kind == "enum";
-    case ParamKind::Float: return a.kind == "float";
-    case ParamKind::String: return a.kind == "str" || (a.kind == "none" && a.type == "str");
+    case ParamKind::Enum: return a.kind == K::Int || a.kind == K::UInt || a.kind == K::Enum;
+    case ParamKind::Float: return a.kind == K::Float;
+    case ParamKind::String: return a.kind == K::String || (a.kind == K::None && a.type == "str");
   }
   return false;
 }
@@ -182,7 +185,7 @@ OutputCheck compare(const std::string& name, const TensorRecord& expected, const
     return c;
   }
   const tensor::TensorView gv(g);
-  const std::vector<std::uint8_t> now = dump::read_extent(gv);
+  const std::vector<std::uint8_t> now = tensor::read_extent(gv);
   const std::uint8_t* got0 = now.data() - gv.extent().begin;
   const std::uint8_t* exp0 = expected.data.data() - expected.data_begin;
   const std::size_t es = gv.element_size();
@@ -237,19 +240,19 @@ OutputCheck compare_scalar(const RecordedArg& expected, const log::Arg& got, con
   c.name = "return";
   c.count = 1;
   using K = log::Arg::Kind;
-  if (got.kind == K::String || expected.kind == "str") {
-    c.ok = got.kind == K::String && expected.kind == "str" && got.s == expected.s;
-    if (!c.ok) c.problem = "returned \"" + got.s + "\", recorded \"" + expected.s + "\"";
+  if (got.kind == K::String || expected.kind == K::String) {
+    c.ok = got.kind == K::String && expected.kind == K::String && got.text == expected.text;
+    if (!c.ok) c.problem = "returned \"" + got.text + "\", recorded \"" + expected.text + "\"";
     return c;
   }
   auto as_double = [](const log::Arg& a) {
-    return a.kind == K::Bool ? a.b : a.kind == K::UInt ? static_cast<double>(a.u) : a.kind == K::Float ? a.f : static_cast<double>(a.i);
+    return a.kind == K::Bool ? a.bool_value : a.kind == K::UInt ? static_cast<double>(a.uint_value) : a.kind == K::Float ? a.float_value : static_cast<double>(a.int_value);
   };
-  if (got.kind != K::Float && expected.kind != "float") {
+  if (got.kind != K::Float && expected.kind != K::Float) {
     // Integers, enums and bool: exactly, like integer tensors (see compared_exactly).
-    const __int128 x = got.kind == K::Bool ? __int128{got.b} : got.kind == K::UInt ? __int128{got.u} : __int128{got.i};
-    const __int128 y = expected.kind == "bool" ? __int128{expected.b} : expected.kind == "uint" ? __int128{expected.u}
-                                                                                               : __int128{expected.i};
+    const __int128 x = got.kind == K::Bool ? __int128{got.bool_value} : got.kind == K::UInt ? __int128{got.uint_value} : __int128{got.int_value};
+    const __int128 y = expected.kind == K::Bool ? __int128{expected.bool_value} : expected.kind == K::UInt ? __int128{expected.uint_value}
+                                                                                                        : __int128{expected.int_value};
     c.ok = x == y;
     c.got = static_cast<double>(x);
     c.expected = static_cast<double>(y);
@@ -261,8 +264,7 @@ OutputCheck compare_scalar(const RecordedArg& expected, const log::Arg& got, con
     return c;
   }
   const double a = as_double(got);
-  const double b = expected.kind == "bool" ? expected.b : expected.kind == "uint" ? static_cast<double>(expected.u)
-                   : expected.kind == "float" ? expected.f : static_cast<double>(expected.i);
+  const double b = as_double(expected);
   const Tolerance def = got.kind == K::Float ? default_tolerance(got.type == "f32" ? ScalarType::F32 : ScalarType::F64) : Tolerance{};
   const double rtol = got.kind == K::Float ? o.rtol.value_or(def.rtol) : 0, atol = got.kind == K::Float ? o.atol.value_or(def.atol) : 0;
   c.got = a;
@@ -309,7 +311,8 @@ CallResult run_call(const CallRecord& call, const Options& o) {
   TensorAllocator& alloc = o.allocator ? *o.allocator : default_allocator();
   std::vector<Value> values(fn->params.size());
   std::vector<std::optional<detail::TensorSource>> sources(fn->params.size());
-  const std::vector<std::optional<tensor::VaRange>> ranges = detail::recorded_ranges(call);
+  const bool keeps_layout = dump::keeps_layout(call);
+  using K = RecordedArg::Kind;
   for (std::size_t k = 0; k < fn->params.size(); ++k) {
     const RecordedArg& a = call.inputs[k];
     const ParamKind p = fn->params[k];
@@ -318,26 +321,26 @@ CallResult run_call(const CallRecord& call, const Options& o) {
       return r;
     }
     if (!kind_matches(p, a)) {
-      r.message = "argument " + std::to_string(k) + " (\"" + a.name + "\") is recorded as " + a.kind + " (" + a.type +
+      r.message = "argument " + std::to_string(k) + " (\"" + a.name + "\") is recorded as " + log::kind_name(a.kind) + " (" + a.type +
                   "), the registered function takes " + to_string(p);
       return r;
     }
     Value& v = values[k];
-    if (a.kind == "tensor") {
-      sources[k] = detail::TensorSource{dump::load_tensor(call, a), ranges[k]};
-    } else if (a.kind == "none") {
+    if (a.kind == K::Tensor) {
+      sources[k] = detail::TensorSource{dump::load_tensor(call, a), keeps_layout ? detail::recorded_range(a) : std::nullopt};
+    } else if (a.kind == K::None) {
       v.null_string = true;
     } else if (p == ParamKind::UInt) {
-      if (a.kind != "uint" && a.i < 0) {
+      if (a.kind != K::UInt && a.int_value < 0) {
         r.message = "argument " + a.name + " is negative, the registered function takes an unsigned integer";
         return r;
       }
-      v.u = a.kind == "uint" ? a.u : static_cast<std::uint64_t>(a.i);
+      v.uint_value = a.kind == K::UInt ? a.uint_value : static_cast<std::uint64_t>(a.int_value);
     } else {
-      v.b = a.b;
-      v.i = a.kind == "uint" ? static_cast<std::int64_t>(a.u) : a.i;
-      v.f = a.f;
-      v.s = a.s;
+      v.bool_value = a.bool_value;
+      v.int_value = a.kind == K::UInt ? static_cast<std::int64_t>(a.uint_value) : a.int_value;
+      v.float_value = a.float_value;
+      v.text = a.text;
     }
   }
   // All tensors at once: those that shared memory at capture time share it again.
@@ -365,11 +368,11 @@ CallResult run_call(const CallRecord& call, const Options& o) {
         r.message = "the dump records a return value, the registered function returns none";
         return r;
       }
-      if (out.kind == "tensor" || out.kind == "list" || out.kind == "none") continue;  // not comparable as a scalar
+      if (out.kind == K::Tensor || out.kind == K::List || out.kind == K::None) continue;  // not comparable as a scalar
       r.outputs.push_back(compare_scalar(out, *ret, o));
       continue;
     }
-    if (out.kind != "tensor") continue;  // scalar outputs other than the return value carry no result
+    if (out.kind != K::Tensor) continue;  // scalar outputs other than the return value carry no result
     std::size_t k = 0;
     while (k < call.inputs.size() && call.inputs[k].name != out.name) ++k;
     if (k == call.inputs.size() || !tensors[k]) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mate/dump/tensor_file.hpp"
+#include "mate/log/arg.hpp"
 
 namespace mate::dump {
 
@@ -26,22 +27,11 @@ inline constexpr const char* kCallFile = "call.json";
 enum class CallStatus { WritingInputs, InputsSaved, Completed, Raised, Failed };
 const char* to_string(CallStatus s) noexcept;
 
-// One argument as recorded: scalars by value, tensors by reference to their file.
-struct RecordedArg {
-  std::string name;
-  // none, bool, int, uint, float, str, enum, tensor, list (log::Arg::Kind, lower case)
-  std::string kind;
-  std::string type;  // as logged: "f32", "i64", "str", "tensor", ...
-  bool b = false;
-  std::int64_t i = 0;  // int, enum
-  std::uint64_t u = 0;
-  double f = 0;
-  std::string s;     // str; enum label
-  std::string file;  // tensor: path relative to the call directory
-  std::string key;   // tensor in a safetensors file: its key
-  std::string error; // tensor (or output value, kind none) that could not be saved: why
-  std::vector<RecordedArg> items;  // list
-};
+// One argument as recorded: the log's argument (mate/log/arg.hpp), read back with the one
+// argument schema (mate/log/arg_json.hpp). Tensors carry their recorded layout and address
+// range (Arg::tensor; never read its data) and where their snapshot is (Arg::file, Arg::key) or
+// why there is none (Arg::error).
+using RecordedArg = log::Arg;
 
 struct CallRecord {
   std::string dir;  // the call directory
@@ -56,7 +46,7 @@ struct CallRecord {
   // reused). "" in dumps written before it was recorded.
   std::string process_first_started;
   CallStatus status = CallStatus::WritingInputs;
-  std::string tensor_format;  // "mate" or "safetensors"
+  std::string tensor_format;  // "mate" or "safetensors" (src/dump/tensor_format.hpp)
   std::string exception_type;
   std::string exception_message;
   std::string error;  // status failed: what went wrong while dumping
@@ -70,6 +60,9 @@ CallRecord parse_call(std::string_view json_text, const std::string& dir);
 CallRecord read_call(const std::string& dir);
 // Loads a recorded tensor argument's snapshot. Throws DumpError.
 TensorRecord load_tensor(const CallRecord& call, const RecordedArg& arg);
+// Whether the call's tensor files hold exactly the bytes of each tensor's recorded address range
+// (the default format; not safetensors' contiguous copies): replay rebuilds aliasing from them.
+bool keeps_layout(const CallRecord& call);
 
 // The call directories at `path`: `path` itself when it holds call.json, else its
 // subdirectories named like call directories (`*_pid*_call*`) in the order the calls were made:

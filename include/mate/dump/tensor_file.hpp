@@ -8,7 +8,9 @@
 //  * safetensors (MATE_DUMP_SAFETENSORS=1), one file per call phase: contiguous copies, the
 //    original layout kept only as text in `__metadata__`.
 //
-// Writers read device memory through a device::Backend in bounded chunks and never throw. A file
+// The dump writer reaches both through one interface (src/dump/tensor_format.hpp); these are the
+// formats' own functions, for tools and tests. Writers read device memory through a
+// device::Backend in bounded chunks (mate/tensor/memory.hpp) and never throw. A file
 // appears under its name only complete: it is written to `.<name>.tmp.<pid>` in the same
 // directory, fsynced and renamed into place, so a crash leaves at most that temporary. A failure
 // (full disk, file-size limit, unreadable memory) comes back as an error message and removes the
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "mate/device/backend.hpp"
+#include "mate/tensor/memory.hpp"
 #include "mate/tensor/tensor_view.hpp"
 
 namespace mate::dump {
@@ -43,23 +46,11 @@ inline constexpr std::uint64_t kMaxHeaderBytes = 1 << 20;
 // Largest rank a reader accepts.
 inline constexpr int kMaxRank = 64;
 
-// Bytes read from a device per backend read() when dumping (the host staging buffer).
-inline constexpr std::size_t kDefaultChunkBytes = std::size_t{4} << 20;
-
-// A tensor read back from a dump: its layout and the bytes it touches.
-struct TensorRecord {
-  DLDataType dtype{};
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> strides;  // in elements
-  std::uint64_t byte_offset = 0;      // DLTensor::byte_offset of the original
-  DLDevice device{kDLCPU, 0};
-  // Offset of data[0] relative to element (0, ..., 0), in bytes (<= 0; < 0 with negative strides).
-  std::int64_t data_begin = 0;
-  std::vector<std::uint8_t> data;  // the touched bytes: [origin + data_begin, origin + data_begin + size)
-
-  // A DLTensor over `base`, which holds `data` (base must stay alive): data points to
-  // base - data_begin - byte_offset so that data + byte_offset is element (0, ..., 0).
-  DLTensor view_over(std::uintptr_t base) const;
+// A tensor read back from a dump: its layout and the bytes it touches
+// ([origin + data_begin, origin + data_begin + data.size())). view_over(base) views `data`
+// placed at `base` as the tensor again (mate/tensor/memory.hpp).
+struct TensorRecord : tensor::StoredLayout {
+  std::vector<std::uint8_t> data;
 };
 
 struct WriteResult {
@@ -69,12 +60,9 @@ struct WriteResult {
   bool ok() const noexcept { return error.empty(); }
 };
 
-// Where tensor memory is read from: host memory directly, device memory through this backend.
-// nullptr: the backend registered with mate::tensor::set_device_backend (or none).
-struct ReadOptions {
-  device::Backend* backend = nullptr;
-  std::size_t chunk_bytes = kDefaultChunkBytes;
-};
+// Tensor memory is read through mate/tensor/memory.hpp: host memory directly, device memory
+// through options.backend or the backend serving the tensor's device, in bounded chunks.
+using ReadOptions = tensor::CopyOptions;
 
 // The size a `.mtensor` file of `t` will have (header included).
 std::uint64_t mtensor_file_size(const tensor::TensorView& t);
@@ -101,13 +89,5 @@ WriteResult write_safetensors(const std::string& path, const std::vector<NamedTe
 // original strides from MATE's `__metadata__` entries when present). Throws DumpError.
 TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std::string_view what = "safetensors file");
 TensorRecord read_safetensors(const std::string& path, std::string_view key);
-
-// Copies the bytes of `t`'s extent ([origin + extent.begin, origin + extent.end)) to `sink` in
-// pieces of at most options.chunk_bytes. Returns "" or what failed.
-using ByteSink = bool (*)(void* context, const void* data, std::size_t bytes);
-std::string copy_extent(const tensor::TensorView& t, const ReadOptions& options, ByteSink sink, void* context);
-
-// Reads all of `t`'s extent to host memory (chunked for device memory). Throws DumpError.
-std::vector<std::uint8_t> read_extent(const tensor::TensorView& t, const ReadOptions& options = {});
 
 }  // namespace mate::dump

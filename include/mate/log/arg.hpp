@@ -33,13 +33,20 @@ struct Arg {
   // The value's type as logged: "i32", "u64", "f32", "f64", "str", "enum", "tensor", "list";
   // for None, what is absent ("tensor" for a null tensor pointer, else "optional").
   std::string type;
-  bool b = false;
-  std::int64_t i = 0;  // Int, Enum
-  std::uint64_t u = 0;
-  double f = 0;
-  std::string s;  // String; Enum label ("" when the enum has no to_string)
+  bool bool_value = false;         // Bool
+  std::int64_t int_value = 0;      // Int, Enum
+  std::uint64_t uint_value = 0;    // UInt
+  double float_value = 0;          // Float
+  std::string text;                // String; Enum label ("" when the enum has no to_string)
+  // Tensor: its metadata. Read back from a record (mate/log/arg_json.hpp), `data` is the address
+  // the tensor had when it was recorded (from "va"; null when none was recorded): never read it.
   std::optional<tensor::TensorMeta> tensor;
   std::vector<Arg> items;  // List
+
+  // Where a dump stored this argument (set only on arguments read back from a dump's call.json):
+  std::string file;   // Tensor: its file, relative to the call directory
+  std::string key;    // Tensor: its key in `file`, for formats that hold several tensors
+  std::string error;  // Tensor (or output value, kind None) that could not be saved: why
 };
 
 // A name given explicitly: MATE_API("f", MATE_NAMED("m", a.size(0))).
@@ -93,24 +100,24 @@ Arg to_arg(const T& v) {
   } else if constexpr (std::is_same_v<U, bool>) {
     a.kind = Arg::Kind::Bool;
     a.type = "bool";
-    a.b = v;
+    a.bool_value = v;
   } else if constexpr (std::is_enum_v<U>) {
     a.kind = Arg::Kind::Enum;
     a.type = "enum";
-    a.i = static_cast<std::int64_t>(v);
-    if constexpr (HasToString<U>) a.s = std::string(std::string_view(to_string(v)));
+    a.int_value = static_cast<std::int64_t>(v);
+    if constexpr (HasToString<U>) a.text = std::string(std::string_view(to_string(v)));
   } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U>) {
     a.kind = Arg::Kind::Int;
     a.type = int_type_name(true, sizeof(U));
-    a.i = v;
+    a.int_value = v;
   } else if constexpr (std::is_integral_v<U>) {
     a.kind = Arg::Kind::UInt;
     a.type = int_type_name(false, sizeof(U));
-    a.u = v;
+    a.uint_value = v;
   } else if constexpr (std::is_floating_point_v<U>) {
     a.kind = Arg::Kind::Float;
     a.type = sizeof(U) == 4 ? "f32" : "f64";
-    a.f = static_cast<double>(v);
+    a.float_value = static_cast<double>(v);
   } else if constexpr (std::is_convertible_v<const U&, std::string_view> && !std::is_same_v<U, std::nullptr_t>) {
     if constexpr (std::is_pointer_v<std::decay_t<U>>) {
       if (v == nullptr) {
@@ -120,7 +127,7 @@ Arg to_arg(const T& v) {
     }
     a.kind = Arg::Kind::String;
     a.type = "str";
-    a.s = std::string(std::string_view(v));
+    a.text = std::string(std::string_view(v));
   } else if constexpr (std::is_same_v<U, std::nullopt_t> || std::is_same_v<U, std::nullptr_t>) {
     a.type = "optional";
   } else if constexpr (is_optional<U>::value) {

@@ -41,11 +41,11 @@ const char* to_string(ParamKind k) noexcept;
 // One argument of a replayed call, built from the dump.
 struct Value {
   DLTensor* tensor = nullptr;  // tensor parameters; nullptr when recorded as absent
-  bool b = false;
-  std::int64_t i = 0;
-  std::uint64_t u = 0;
-  double f = 0;
-  std::string s;
+  bool bool_value = false;
+  std::int64_t int_value = 0;    // signed integers and enums
+  std::uint64_t uint_value = 0;  // unsigned integers
+  double float_value = 0;
+  std::string text;
   bool null_string = false;  // a const char* recorded as null
 };
 
@@ -91,14 +91,14 @@ template <class T>
 decltype(auto) value_as(Value& v) {
   using U = std::remove_cvref_t<T>;
   if constexpr (std::is_same_v<T, const DLTensor*> || std::is_same_v<T, DLTensor*>) return static_cast<T>(v.tensor);
-  else if constexpr (std::is_same_v<U, bool>) return v.b;
-  else if constexpr (std::is_enum_v<U>) return static_cast<U>(v.i);
-  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U>) return static_cast<U>(v.i);
-  else if constexpr (std::is_integral_v<U>) return static_cast<U>(v.u);
-  else if constexpr (std::is_floating_point_v<U>) return static_cast<U>(v.f);
-  else if constexpr (std::is_same_v<U, const char*>) return v.null_string ? static_cast<const char*>(nullptr) : v.s.c_str();
-  else if constexpr (std::is_same_v<U, std::string_view>) return std::string_view(v.s);
-  else return static_cast<const std::string&>(v.s);
+  else if constexpr (std::is_same_v<U, bool>) return v.bool_value;
+  else if constexpr (std::is_enum_v<U>) return static_cast<U>(v.int_value);
+  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U>) return static_cast<U>(v.int_value);
+  else if constexpr (std::is_integral_v<U>) return static_cast<U>(v.uint_value);
+  else if constexpr (std::is_floating_point_v<U>) return static_cast<U>(v.float_value);
+  else if constexpr (std::is_same_v<U, const char*>) return v.null_string ? static_cast<const char*>(nullptr) : v.text.c_str();
+  else if constexpr (std::is_same_v<U, std::string_view>) return std::string_view(v.text);
+  else return static_cast<const std::string&>(v.text);
 }
 
 template <class R, class... A, std::size_t... I>

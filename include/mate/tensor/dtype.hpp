@@ -52,3 +52,13 @@ std::string device_name(DLDevice d);
 device::Kind device_kind(Memory m) noexcept;
 
 }  // namespace mate::tensor
+
+// The inverses of dtype_name and device_name (what records and dumps read back); nullopt for a
+// name they never write. A device's id is 0 where its name carries none ("cpu", "cuda_host").
+// (src/tensor/names.cpp)
+#include <optional>
+#include <string_view>
+namespace mate::tensor {
+std::optional<DLDataType> dtype_named(std::string_view name);
+std::optional<DLDevice> device_named(std::string_view name);
+}  // namespace mate::tensor

@@ -9,8 +9,8 @@
 // Elements are visited by their strides (non-contiguous, broadcast and negative strides are
 // fine; a broadcast element counts once per logical position). Device tensors (CUDA, MUSA) are
 // read through a device::Backend in bounded chunks (StatsOptions::chunk_bytes): never a
-// full-size host copy. The backend for each device kind comes from set_device_backend(); when
-// none is registered, statistics are unavailable with a reason, nothing crashes.
+// full-size host copy. The backend for each device kind comes from mate/tensor/memory.hpp; when
+// there is none, statistics are unavailable with a reason, nothing crashes.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +19,7 @@
 #include <string>
 
 #include "mate/device/backend.hpp"
+#include "mate/tensor/memory.hpp"
 #include "mate/tensor/tensor_view.hpp"
 
 namespace mate::tensor {
@@ -37,7 +38,7 @@ struct Stats {
 
 struct StatsOptions {
   // Bytes read from a device per backend read() call (the host staging buffer's size).
-  std::size_t chunk_bytes = std::size_t{4} << 20;
+  std::size_t chunk_bytes = kDefaultChunkBytes;
 };
 
 struct StatsResult {
@@ -50,11 +51,6 @@ StatsResult compute_stats(const TensorView& t, const StatsOptions& options = {})
 // The same with an explicit backend for device memory (tests, tools).
 StatsResult compute_stats(const TensorView& t, device::Backend& backend,
                           const StatsOptions& options = {});
-
-// The backend that reads memory of kind `kind` (Cuda or Musa) for statistics and dumps. The
-// driver backend registers itself here; nullptr unregisters. Thread-safe.
-void set_device_backend(device::Kind kind, device::Backend* backend) noexcept;
-device::Backend* device_backend(device::Kind kind) noexcept;
 
 // Conversions used by the statistics, exposed for tests.
 float half_to_float(std::uint16_t h) noexcept;

@@ -3,7 +3,7 @@
 // spaces), then the byte buffer. Each tensor: {"dtype", "shape", "data_offsets": [begin, end]}
 // relative to the buffer, row-major contiguous, little-endian; the offsets cover the buffer with
 // no holes or overlaps. "__metadata__" is a string-to-string map: MATE keeps each tensor's
-// original strides, byte offset and device there.
+// original strides, byte offset and device there. MATE writes one such file per call phase.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -12,6 +12,7 @@
 #include "file_io.hpp"
 #include "json_numbers.hpp"
 #include "mate/dump/tensor_file.hpp"
+#include "tensor_format.hpp"
 
 namespace mate::dump {
 
@@ -115,10 +116,10 @@ WriteResult write_safetensors(const std::string& path, const std::vector<NamedTe
     if (n.view.numel() == 0) continue;
     std::string error;
     if (n.view.is_contiguous() && n.view.extent().size() == static_cast<std::int64_t>(contiguous_bytes(n.view))) {
-      error = copy_extent(n.view, options, file_sink, &file);
+      error = tensor::copy_extent_out(n.view, file_sink, &file, options);
     } else {
       try {
-        std::vector<std::uint8_t> packed = gather(n.view, read_extent(n.view, options));
+        std::vector<std::uint8_t> packed = gather(n.view, tensor::read_extent(n.view, options));
         if (!file.write(packed.data(), packed.size())) error = "write failed";
       } catch (const std::exception& e) {
         error = e.what();
@@ -208,5 +209,57 @@ TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std
 TensorRecord read_safetensors(const std::string& path, std::string_view key) {
   return parse_safetensors(detail::read_file(path), key, path);
 }
+
+namespace detail {
+
+namespace {
+
+class SafetensorsFormat final : public TensorFormat {
+ public:
+  std::string_view name() const noexcept override { return "safetensors"; }
+  // Contiguous copies: the bytes do not line up with the recorded address range.
+  bool keeps_layout() const noexcept override { return false; }
+
+  void place(std::string_view phase, std::vector<PhaseTensor>& tensors) const override {
+    for (PhaseTensor& t : tensors) {
+      t.file = std::string(phase) + ".safetensors";
+      t.key = t.stem;
+    }
+  }
+
+  std::uint64_t estimate_size(const std::vector<PhaseTensor>& tensors) const override {
+    return tensors.empty() ? 0 : safetensors_file_size(named(tensors));
+  }
+
+  std::string write(const std::string& call_dir, std::vector<PhaseTensor>& tensors, std::uint64_t& written) const override {
+    if (tensors.empty()) return "";
+    const WriteResult r = write_safetensors(call_dir + "/" + tensors.front().file, named(tensors));
+    written += r.bytes;
+    if (r.read_failed) {
+      for (PhaseTensor& t : tensors) t.read_error = r.error;  // one file: none of them is saved
+      return "";
+    }
+    return r.error;
+  }
+
+  TensorRecord read(const std::string& path, std::string_view key) const override { return read_safetensors(path, key); }
+
+ private:
+  static std::vector<NamedTensor> named(const std::vector<PhaseTensor>& tensors) {
+    std::vector<NamedTensor> out;
+    out.reserve(tensors.size());
+    for (const PhaseTensor& t : tensors) out.push_back({t.key, t.meta.view()});
+    return out;
+  }
+};
+
+}  // namespace
+
+const TensorFormat& safetensors_format() {
+  static const SafetensorsFormat format;
+  return format;
+}
+
+}  // namespace detail
 
 }  // namespace mate::dump

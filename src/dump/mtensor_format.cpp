@@ -1,14 +1,16 @@
-// The default `.mtensor` format (docs/reference/dump-format.md) and the chunked copy of a
-// tensor's bytes out of host or device memory.
-#include "mate/dump/tensor_file.hpp"
+// The default `.mtensor` format (docs/reference/dump-format.md): one file per tensor holding the
+// bytes it touches, exactly as they lie in memory, after a JSON header with its layout.
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "file_io.hpp"
 #include "json_numbers.hpp"
-#include "mate/tensor/stats.hpp"
+#include "mate/dump/tensor_file.hpp"
+#include "tensor_format.hpp"
 
 namespace mate::dump {
 
@@ -58,64 +60,6 @@ std::uint64_t read_u64le(const char* p) {
 
 }  // namespace
 
-DLTensor TensorRecord::view_over(std::uintptr_t base) const {
-  DLTensor t{};
-  t.data = reinterpret_cast<void*>(base - static_cast<std::uintptr_t>(data_begin) - byte_offset);
-  t.device = device;
-  t.ndim = static_cast<std::int32_t>(shape.size());
-  t.dtype = dtype;
-  t.shape = const_cast<std::int64_t*>(shape.data());
-  t.strides = const_cast<std::int64_t*>(strides.data());
-  t.byte_offset = byte_offset;
-  return t;
-}
-
-std::string copy_extent(const tensor::TensorView& t, const ReadOptions& options, ByteSink sink, void* context) {
-  const tensor::ByteExtent e = t.extent();
-  if (e.size() == 0) return "";
-  if (t.dl().data == nullptr) return "the tensor's data pointer is null";
-  const std::uintptr_t lo = t.origin() + static_cast<std::uintptr_t>(e.begin);
-  const std::size_t total = static_cast<std::size_t>(e.size());
-  const std::size_t chunk = std::max<std::size_t>(options.chunk_bytes, 1);
-  const tensor::Memory m = t.memory();
-  if (m == tensor::Memory::Host) {
-    for (std::size_t done = 0; done < total;) {
-      const std::size_t n = std::min(chunk, total - done);
-      if (!sink(context, reinterpret_cast<const void*>(lo + done), n)) return "write failed";
-      done += n;
-    }
-    return "";
-  }
-  if (m == tensor::Memory::Other) return "memory of device " + tensor::device_name(t.device()) + " cannot be read";
-  device::Backend* backend = options.backend ? options.backend : tensor::device_backend(tensor::device_kind(m));
-  if (backend == nullptr) return "no device backend reads " + tensor::device_name(t.device()) + " memory";
-  std::vector<std::uint8_t> staging(std::min(chunk, total));
-  for (std::size_t done = 0; done < total;) {
-    const std::size_t n = std::min(staging.size(), total - done);
-    device::Status st = backend->read(staging.data(), lo + done, n);
-    if (!st.ok()) {
-      return std::string(backend->name()) + " read of " + tensor::device_name(t.device()) + " memory failed (" +
-             (st.what ? st.what : "?") + ", code " + std::to_string(st.code) + ")";
-    }
-    if (!sink(context, staging.data(), n)) return "write failed";
-    done += n;
-  }
-  return "";
-}
-
-std::vector<std::uint8_t> read_extent(const tensor::TensorView& t, const ReadOptions& options) {
-  std::vector<std::uint8_t> out;
-  out.reserve(static_cast<std::size_t>(t.extent().size()));
-  auto append = [](void* c, const void* data, std::size_t n) {
-    auto* v = static_cast<std::vector<std::uint8_t>*>(c);
-    v->insert(v->end(), static_cast<const std::uint8_t*>(data), static_cast<const std::uint8_t*>(data) + n);
-    return true;
-  };
-  std::string error = copy_extent(t, options, append, &out);
-  if (!error.empty()) throw DumpError(error);
-  return out;
-}
-
 std::uint64_t mtensor_file_size(const tensor::TensorView& t) {
   return file_prefix(t).size() + static_cast<std::uint64_t>(t.extent().size());
 }
@@ -125,7 +69,7 @@ WriteResult write_mtensor(const std::string& path, const tensor::TensorView& t, 
   detail::NewFile file(path);
   const std::string prefix = file_prefix(t);
   if (file.write(prefix.data(), prefix.size())) {
-    std::string error = copy_extent(t, options, file_sink, &file);
+    std::string error = tensor::copy_extent_out(t, file_sink, &file, options);
     if (!error.empty() && file.ok()) {
       r.error = error;
       r.read_failed = true;
@@ -203,5 +147,50 @@ TensorRecord parse_mtensor(std::string_view bytes, std::string_view what) {
 }
 
 TensorRecord read_mtensor(const std::string& path) { return parse_mtensor(detail::read_file(path), path); }
+
+namespace detail {
+
+namespace {
+
+class MtensorFormat final : public TensorFormat {
+ public:
+  std::string_view name() const noexcept override { return "mate"; }
+  bool keeps_layout() const noexcept override { return true; }
+
+  void place(std::string_view phase, std::vector<PhaseTensor>& tensors) const override {
+    for (PhaseTensor& t : tensors) t.file = std::string(phase) + "/" + t.stem + ".mtensor";
+  }
+
+  std::uint64_t estimate_size(const std::vector<PhaseTensor>& tensors) const override {
+    std::uint64_t total = 0;
+    for (const PhaseTensor& t : tensors) total += mtensor_file_size(t.meta.view());
+    return total;
+  }
+
+  std::string write(const std::string& call_dir, std::vector<PhaseTensor>& tensors, std::uint64_t& written) const override {
+    if (tensors.empty()) return "";
+    // Every file of a phase is in one subdirectory: inputs/ or outputs/.
+    const std::string phase_dir = call_dir + "/" + tensors.front().file.substr(0, tensors.front().file.find('/'));
+    if (::mkdir(phase_dir.c_str(), 0700) != 0) return "cannot create " + phase_dir + ": " + std::strerror(errno);
+    for (PhaseTensor& t : tensors) {
+      const WriteResult r = write_mtensor(call_dir + "/" + t.file, t.meta.view());
+      written += r.bytes;
+      if (r.read_failed) t.read_error = r.error;
+      else if (!r.ok()) return r.error;
+    }
+    return sync_directory(phase_dir);
+  }
+
+  TensorRecord read(const std::string& path, std::string_view /*key*/) const override { return read_mtensor(path); }
+};
+
+}  // namespace
+
+const TensorFormat& mtensor_format() {
+  static const MtensorFormat format;
+  return format;
+}
+
+}  // namespace detail
 
 }  // namespace mate::dump

@@ -1,0 +1,263 @@
+// The argument schema, both directions (mate/log/arg_json.hpp; docs/reference/argument-schema.md).
+#include "mate/log/arg_json.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace mate::log {
+
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr std::pair<Arg::Kind, const char*> kKinds[] = {
+    {Arg::Kind::None, "none"},     {Arg::Kind::Bool, "bool"}, {Arg::Kind::Int, "int"},
+    {Arg::Kind::UInt, "uint"},     {Arg::Kind::Float, "float"}, {Arg::Kind::String, "str"},
+    {Arg::Kind::Enum, "enum"},     {Arg::Kind::Tensor, "tensor"}, {Arg::Kind::List, "list"},
+};
+
+std::string hex(std::uintptr_t v) { return fmt::format("{:#x}", v); }
+
+ordered_json float_json(const Arg& a) {
+  if (std::isnan(a.float_value)) return "nan";
+  if (std::isinf(a.float_value)) return a.float_value > 0 ? "inf" : "-inf";
+  // f32 as a float, so that it prints as the shortest text that reads back to the same float.
+  if (a.type == "f32") return static_cast<float>(a.float_value);
+  return a.float_value;
+}
+
+void tensor_fields(const Arg& a, ordered_json& j) {
+  const tensor::TensorView v = a.tensor->view();
+  const tensor::VaRange va = v.va_range();
+  j["dtype"] = tensor::dtype_name(v.dtype());
+  j["shape"] = v.shape();
+  j["strides"] = v.strides();
+  j["byte_offset"] = v.byte_offset();
+  j["device"] = tensor::device_name(v.device());
+  j["contiguous"] = v.is_contiguous();
+  j["va"] = {hex(va.lo), hex(va.hi)};
+  j["bytes"] = va.size();
+}
+
+// ---- reading ----
+
+[[noreturn]] void bad(const std::string& what) { throw ArgSchemaError(what); }
+
+const json& field(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) bad(std::string("missing field \"") + key + "\"");
+  return *it;
+}
+
+std::string string_field(const json& j, const char* key) {
+  const json& v = field(j, key);
+  if (!v.is_string()) bad(std::string(key) + ": expected a string, found " + v.dump(-1, ' ', false, json::error_handler_t::replace));
+  return v.get<std::string>();
+}
+
+std::string optional_string(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+template <class T>
+T integer_field(const json& j, const char* key) {
+  const json& v = field(j, key);
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    if (std::is_signed_v<T> || i >= 0) {
+      if (i >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+          (i < 0 || static_cast<std::uint64_t>(i) <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())))
+        return static_cast<T>(i);
+    }
+  }
+  bad(std::string(key) + ": expected an integer from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+      std::to_string(std::numeric_limits<T>::max()) + ", found " + v.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+double float_field(const json& j, const char* key) {
+  const json& v = field(j, key);
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {  // non-finite values are written as text
+    const std::string& s = v.get_ref<const std::string&>();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  bad(std::string(key) + ": expected a number, \"nan\", \"inf\" or \"-inf\", found " +
+      v.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+std::vector<std::int64_t> integer_list(const json& j, const char* key) {
+  const json& v = field(j, key);
+  if (!v.is_array()) bad(std::string(key) + ": expected a list of integers");
+  std::vector<std::int64_t> out;
+  for (const json& x : v) {
+    if (!x.is_number_integer()) bad(std::string(key) + ": expected a list of integers");
+    if (x.is_number_unsigned() && x.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      bad(std::string(key) + ": a value exceeds 64 bits");
+    out.push_back(x.get<std::int64_t>());
+  }
+  return out;
+}
+
+// "0x7f12..." as arg_to_json writes addresses, or a plain integer.
+std::optional<std::uintptr_t> address(const json& j) {
+  if (j.is_number_unsigned()) return j.get<std::uint64_t>();
+  if (!j.is_string()) return std::nullopt;
+  const std::string& s = j.get_ref<const std::string&>();
+  if (s.size() < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) return std::nullopt;
+  std::uintptr_t v = 0;
+  auto [end, ec] = std::from_chars(s.data() + 2, s.data() + s.size(), v, 16);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+constexpr int kMaxRank = 64;
+
+// A layout whose element count or byte extent does not fit in 64 bits is damage (and would
+// overflow TensorView's arithmetic).
+void check_layout(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides, std::size_t element_size) {
+  std::int64_t count = 1, reach = static_cast<std::int64_t>(element_size);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) bad("negative dimension in shape");
+    std::int64_t span = 0;
+    if (__builtin_mul_overflow(count, shape[i], &count) ||
+        __builtin_mul_overflow(shape[i] == 0 ? 0 : shape[i] - 1, strides[i] < 0 ? -strides[i] : strides[i], &span) ||
+        strides[i] == std::numeric_limits<std::int64_t>::min() ||
+        __builtin_mul_overflow(span, static_cast<std::int64_t>(element_size), &span) || __builtin_add_overflow(reach, span, &reach))
+      bad("shape and strides overflow 64 bits");
+  }
+}
+
+// The tensor's metadata, when the object carries its layout (call.json always did; a tensor
+// recorded as absent or not saved may not). data is the recorded address of element 0.
+std::optional<tensor::TensorMeta> tensor_meta(const json& j) {
+  if (!j.contains("dtype") || !j.contains("shape")) return std::nullopt;
+  const std::string dtype = string_field(j, "dtype");
+  const std::optional<DLDataType> type = tensor::dtype_named(dtype);
+  if (!type) bad("dtype: unknown dtype \"" + dtype + "\"");
+  std::vector<std::int64_t> shape = integer_list(j, "shape");
+  std::vector<std::int64_t> strides = j.contains("strides") ? integer_list(j, "strides") : tensor::contiguous_strides(shape);
+  if (shape.size() != strides.size()) bad("shape and strides have different lengths");
+  if (shape.size() > static_cast<std::size_t>(kMaxRank)) bad("rank " + std::to_string(shape.size()) + " exceeds " + std::to_string(kMaxRank));
+  check_layout(shape, strides, tensor::element_size(*type));
+  DLDevice device{kDLCPU, 0};
+  if (j.contains("device")) {
+    const std::string name = string_field(j, "device");
+    const std::optional<DLDevice> d = tensor::device_named(name);
+    if (!d) bad("device: unknown device \"" + name + "\"");
+    device = *d;
+  }
+  DLTensor t{};
+  t.dtype = *type;
+  t.device = device;
+  t.ndim = static_cast<std::int32_t>(shape.size());
+  t.shape = shape.data();
+  t.strides = strides.data();
+  t.byte_offset = j.contains("byte_offset") ? integer_field<std::uint64_t>(j, "byte_offset") : 0;
+  // The recorded address: va.lo is element 0 plus the extent's begin (which does not depend on
+  // data). A range that does not match the layout is not this tensor's: data stays null.
+  if (auto va = j.find("va"); va != j.end() && va->is_array() && va->size() == 2) {
+    const auto lo = address((*va)[0]), hi = address((*va)[1]);
+    const tensor::ByteExtent e = tensor::TensorView(t).extent();
+    if (lo && hi && *lo <= *hi && static_cast<std::uintptr_t>(e.size()) == *hi - *lo)
+      t.data = reinterpret_cast<void*>(*lo - static_cast<std::uintptr_t>(e.begin) - t.byte_offset);
+  }
+  return tensor::TensorMeta(t);
+}
+
+}  // namespace
+
+const char* kind_name(Arg::Kind kind) noexcept {
+  for (const auto& [k, name] : kKinds)
+    if (k == kind) return name;
+  return "none";
+}
+
+std::optional<Arg::Kind> kind_named(std::string_view name) noexcept {
+  for (const auto& [k, n] : kKinds)
+    if (name == n) return k;
+  return std::nullopt;
+}
+
+ordered_json arg_to_json(const Arg& a, const TensorFieldsHook& add) {
+  ordered_json j;
+  j["name"] = a.name;
+  j["kind"] = kind_name(a.kind);
+  j["type"] = a.type;
+  switch (a.kind) {
+    case Arg::Kind::None: break;
+    case Arg::Kind::Bool: j["value"] = a.bool_value; break;
+    case Arg::Kind::Int: j["value"] = a.int_value; break;
+    case Arg::Kind::UInt: j["value"] = a.uint_value; break;
+    case Arg::Kind::Float: j["value"] = float_json(a); break;
+    case Arg::Kind::String: j["value"] = a.text; break;
+    case Arg::Kind::Enum:
+      j["value"] = a.int_value;
+      if (!a.text.empty()) j["label"] = a.text;
+      break;
+    case Arg::Kind::List: {
+      ordered_json items = ordered_json::array();
+      for (const Arg& item : a.items) items.push_back(arg_to_json(item, add));
+      j["items"] = std::move(items);
+      break;
+    }
+    case Arg::Kind::Tensor:
+      tensor_fields(a, j);
+      if (add) add(a, j);
+      break;
+  }
+  return j;
+}
+
+Arg arg_from_json(const json& j, int max_depth) {
+  if (!j.is_object()) bad("an argument is not a JSON object");
+  Arg a;
+  a.name = string_field(j, "name");
+  const std::string kind = string_field(j, "kind");
+  const std::optional<Arg::Kind> k = kind_named(kind);
+  if (!k) bad("argument " + a.name + " has unknown kind \"" + kind + "\"");
+  a.kind = *k;
+  a.type = optional_string(j, "type");
+  a.error = optional_string(j, "error");
+  switch (a.kind) {
+    case Arg::Kind::None: break;
+    case Arg::Kind::Bool: {
+      const json& v = field(j, "value");
+      if (!v.is_boolean()) bad("value: expected true or false, found " + v.dump(-1, ' ', false, json::error_handler_t::replace));
+      a.bool_value = v.get<bool>();
+      break;
+    }
+    case Arg::Kind::Int: a.int_value = integer_field<std::int64_t>(j, "value"); break;
+    case Arg::Kind::UInt: a.uint_value = integer_field<std::uint64_t>(j, "value"); break;
+    case Arg::Kind::Float: a.float_value = float_field(j, "value"); break;
+    case Arg::Kind::String: a.text = string_field(j, "value"); break;
+    case Arg::Kind::Enum:
+      a.int_value = integer_field<std::int64_t>(j, "value");
+      a.text = optional_string(j, "label");
+      break;
+    case Arg::Kind::List: {
+      if (max_depth <= 0) bad("arguments nested deeper than 16 lists");
+      const json& items = field(j, "items");
+      if (!items.is_array()) bad("items: expected a list");
+      for (const json& item : items) a.items.push_back(arg_from_json(item, max_depth - 1));
+      break;
+    }
+    case Arg::Kind::Tensor:
+      a.file = optional_string(j, "file");
+      a.key = optional_string(j, "key");
+      a.tensor = tensor_meta(j);
+      break;
+  }
+  return a;
+}
+
+}  // namespace mate::log
