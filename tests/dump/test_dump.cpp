@@ -183,7 +183,7 @@ TEST_F(DumpTest, AStringArgumentThatIsNotUtf8IsRecordedNotThrown) {
   mate::dump::CallRecord c = mate::dump::read_call(d[0]);
   EXPECT_EQ(c.status, CallStatus::Completed);
   ASSERT_EQ(c.inputs.size(), 2u);
-  EXPECT_EQ(c.inputs[1].s, "ab\xef\xbf\xbd\xef\xbf\xbd" "c");
+  EXPECT_EQ(c.inputs[1].text, "ab\xef\xbf\xbd\xef\xbf\xbd" "c");
 }
 
 TEST_F(DumpTest, ARaisingCallIsRecordedWithItsException) {
@@ -196,8 +196,8 @@ TEST_F(DumpTest, ARaisingCallIsRecordedWithItsException) {
   EXPECT_EQ(c.exception_type, "std::out_of_range");
   EXPECT_EQ(c.exception_message, "code 7 out of range");
   ASSERT_EQ(c.inputs.size(), 2u);
-  EXPECT_EQ(c.inputs[1].kind, "int");
-  EXPECT_EQ(c.inputs[1].i, 7);
+  EXPECT_EQ(c.inputs[1].kind, mate::log::Arg::Kind::Int);
+  EXPECT_EQ(c.inputs[1].int_value, 7);
 }
 
 TEST_F(DumpTest, DirectoriesAreFoundInCallOrderAndNeverCollideAcrossThreads) {
@@ -420,13 +420,13 @@ TEST_F(DumpTest, SizeCapCountsCallJsonAtItsRealSize) {
   const mate::dump::CallRecord small = mate::dump::read_call(d[0]);
   EXPECT_EQ(small.function, "t.tagged");
   EXPECT_EQ(small.status, CallStatus::Completed);
-  EXPECT_EQ(small.inputs.at(1).s, "short");
+  EXPECT_EQ(small.inputs.at(1).text, "short");
 
   const mate::dump::CallRecord ret = mate::dump::read_call(d[1]);
   EXPECT_EQ(ret.status, CallStatus::Completed);
   ASSERT_EQ(ret.outputs.size(), 1u);
   EXPECT_EQ(ret.outputs[0].name, "return");
-  EXPECT_EQ(ret.outputs[0].kind, "none");
+  EXPECT_EQ(ret.outputs[0].kind, mate::log::Arg::Kind::None);
   EXPECT_EQ(ret.outputs[0].type, "str");
   EXPECT_NE(ret.outputs[0].error.find("not saved: MATE_DUMP_MAX_SIZE_GB"), std::string::npos) << ret.outputs[0].error;
 
@@ -472,7 +472,7 @@ TEST_F(DumpTest, DeviceTensorsAreCopiedInBoundedChunks) {
   mate::tensor::set_device_backend(mate::device::Kind::Cuda, nullptr);
   // Level 10 includes level 5's statistics, which read the tensor too, also in chunks.
   EXPECT_GE(backend.total_read, std::size_t{10} << 20);
-  EXPECT_LE(backend.max_read, mate::dump::kDefaultChunkBytes);
+  EXPECT_LE(backend.max_read, mate::tensor::kDefaultChunkBytes);
   EXPECT_GE(backend.reads, 3u);
   auto d = dirs();
   ASSERT_EQ(d.size(), 1u);
@@ -509,7 +509,7 @@ class StoppingBackend : public RecordingBackend {
     std::error_code ec;
     for (auto it = fs::recursive_directory_iterator(root_, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       const std::string path = it->path().lexically_relative(root_).string();
-      if (path.find(phase_) != std::string::npos && it->is_regular_file(ec) && it->file_size(ec) >= mate::dump::kDefaultChunkBytes)
+      if (path.find(phase_) != std::string::npos && it->is_regular_file(ec) && it->file_size(ec) >= mate::tensor::kDefaultChunkBytes)
         return true;
     }
     return false;
@@ -536,7 +536,7 @@ TEST_F(DumpTest, AProcessKilledWhileWritingATensorLeavesOnlyCompleteNamedFiles) 
       (void)e;
       StoppingBackend backend(root_ / "dumps", k.phase, ready_fd);
       mate::tensor::set_device_backend(mate::device::Kind::Cuda, &backend);
-      const std::size_t n = 3 * mate::dump::kDefaultChunkBytes / 4;  // 12 MiB: three chunks
+      const std::size_t n = 3 * mate::tensor::kDefaultChunkBytes / 4;  // 12 MiB: three chunks
       F32 x(std::vector<float>(n, 1.0f), {static_cast<std::int64_t>(n)}), out(std::vector<float>(n, 0.0f), {static_cast<std::int64_t>(n)});
       x.dl.device = out.dl.device = {kDLCUDA, 0};
       add_one(&x.dl, &out.dl);
@@ -575,7 +575,7 @@ TEST_F(DumpTest, AProcessKilledWhileWritingATensorLeavesOnlyCompleteNamedFiles) 
         EXPECT_TRUE(in.file.empty()) << in.file;
         EXPECT_NE(in.error.find("not saved"), std::string::npos) << in.error;
       } else {
-        EXPECT_EQ(mate::dump::load_tensor(c, in).data.size(), 3 * mate::dump::kDefaultChunkBytes) << in.name;
+        EXPECT_EQ(mate::dump::load_tensor(c, in).data.size(), 3 * mate::tensor::kDefaultChunkBytes) << in.name;
       }
     }
     EXPECT_TRUE(c.outputs.empty());
@@ -673,16 +673,16 @@ TEST_F(DumpTest, ListsAndScalarsAreRecordedByValueAndTensorListsByFile) {
   ASSERT_EQ(d.size(), 1u);
   mate::dump::CallRecord c = mate::dump::read_call(d[0]);
   ASSERT_EQ(c.inputs.size(), 5u);
-  ASSERT_EQ(c.inputs[0].kind, "list");
+  ASSERT_EQ(c.inputs[0].kind, mate::log::Arg::Kind::List);
   ASSERT_EQ(c.inputs[0].items.size(), 2u);
   EXPECT_EQ(c.inputs[0].items[1].file, "inputs/00_xs.1.mtensor");
   EXPECT_EQ(mate::dump::load_tensor(c, c.inputs[0].items[1]).data.size(), 4u);
-  EXPECT_TRUE(std::isnan(c.inputs[1].f));
-  EXPECT_EQ(c.inputs[2].kind, "enum");
-  EXPECT_EQ(c.inputs[2].i, 1);
-  EXPECT_EQ(c.inputs[2].s, "ColMajor");
-  EXPECT_EQ(c.inputs[3].s, "tag \"quoted\"");
-  EXPECT_EQ(c.inputs[4].u, ~std::uint64_t{0});
+  EXPECT_TRUE(std::isnan(c.inputs[1].float_value));
+  EXPECT_EQ(c.inputs[2].kind, mate::log::Arg::Kind::Enum);
+  EXPECT_EQ(c.inputs[2].int_value, 1);
+  EXPECT_EQ(c.inputs[2].text, "ColMajor");
+  EXPECT_EQ(c.inputs[3].text, "tag \"quoted\"");
+  EXPECT_EQ(c.inputs[4].uint_value, ~std::uint64_t{0});
 }
 
 TEST_F(DumpTest, ARemovedDumpRootIsCreatedAgain) {
