@@ -79,6 +79,34 @@ std::vector<std::uint8_t> gather(const tensor::TensorView& t, const std::vector<
   return out;
 }
 
+// One tensor entry of the header, checked as the specification requires: a known dtype, offsets
+// inside the buffer (`buffer` bytes) matching shape x dtype size.
+struct Entry {
+  ScalarType type;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin, end;
+};
+struct EntryError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+Entry check_entry(const std::string& name, const json& e, std::uint64_t buffer) {
+  const std::string dtype = e.at("dtype").get<std::string>();
+  std::optional<ScalarType> st;
+  for (const auto& [type, type_name] : kNames)
+    if (dtype == type_name) st = type;
+  if (!st) throw EntryError("tensor " + name + " has unknown dtype \"" + dtype + "\"");
+  auto shape = detail::integer_list_at<std::int64_t>(e, "shape");
+  if (static_cast<int>(shape.size()) > kMaxRank) throw EntryError("tensor " + name + " has too many dimensions");
+  auto offs = detail::integer_list_at<std::uint64_t>(e, "data_offsets");
+  if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > buffer) throw EntryError("tensor " + name + " has data_offsets outside the buffer");
+  std::int64_t count = static_cast<std::int64_t>(tensor::element_size(tensor::dl_dtype(*st)));
+  for (std::int64_t d : shape)
+    if (d < 0 || detail::mul_overflows(count, d, &count)) throw EntryError("tensor " + name + " has an invalid shape");
+  if (static_cast<std::uint64_t>(count) != offs[1] - offs[0]) throw EntryError("tensor " + name + ": data_offsets do not match shape and dtype");
+  return Entry{*st, std::move(shape), offs[0], offs[1]};
+}
+
 bool file_sink(void* context, const void* data, std::size_t bytes) {
   return static_cast<detail::NewFile*>(context)->write(data, bytes);
 }
@@ -151,33 +179,19 @@ TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std
   TensorRecord out;
   bool found = false;
   try {
-    // Validate every entry as the specification requires: known dtype, offsets inside the
-    // buffer matching shape x dtype size, together covering the buffer without holes.
+    // Every entry is checked (check_entry); together they cover the buffer without holes.
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
     for (auto it = h.begin(); it != h.end(); ++it) {
       if (it.key() == "__metadata__") continue;
-      const json& e = it.value();
-      const std::string dtype = e.at("dtype").get<std::string>();
-      std::optional<ScalarType> st;
-      for (const auto& [type, name] : kNames)
-        if (dtype == name) st = type;
-      if (!st) throw bad("tensor " + it.key() + " has unknown dtype \"" + dtype + "\"");
-      auto shape = detail::integer_list_at<std::int64_t>(e, "shape");
-      if (static_cast<int>(shape.size()) > kMaxRank) throw bad("tensor " + it.key() + " has too many dimensions");
-      auto offs = detail::integer_list_at<std::uint64_t>(e, "data_offsets");
-      if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > buffer) throw bad("tensor " + it.key() + " has data_offsets outside the buffer");
-      std::int64_t count = static_cast<std::int64_t>(tensor::element_size(tensor::dl_dtype(*st)));
-      for (std::int64_t d : shape)
-        if (d < 0 || detail::mul_overflows(count, d, &count)) throw bad("tensor " + it.key() + " has an invalid shape");
-      if (static_cast<std::uint64_t>(count) != offs[1] - offs[0]) throw bad("tensor " + it.key() + ": data_offsets do not match shape and dtype");
-      ranges.emplace_back(offs[0], offs[1]);
+      const Entry entry = check_entry(it.key(), it.value(), buffer);
+      ranges.emplace_back(entry.begin, entry.end);
       if (it.key() == key) {
         found = true;
-        out.dtype = tensor::dl_dtype(*st);
-        out.shape = shape;
-        out.strides = tensor::contiguous_strides(shape);
-        const char* p = bytes.data() + 8 + n + offs[0];
-        out.data.assign(p, p + (offs[1] - offs[0]));
+        out.dtype = tensor::dl_dtype(entry.type);
+        out.shape = entry.shape;
+        out.strides = tensor::contiguous_strides(entry.shape);
+        const char* p = bytes.data() + 8 + n + entry.begin;
+        out.data.assign(p, p + (entry.end - entry.begin));
       }
     }
     std::sort(ranges.begin(), ranges.end());
@@ -196,6 +210,8 @@ TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std
         out.device.device_type = static_cast<DLDeviceType>(std::stoi(m.at(prefix + "device_type").get<std::string>()));
       if (m.contains(prefix + "device_id")) out.device.device_id = std::stoi(m.at(prefix + "device_id").get<std::string>());
     }
+  } catch (const EntryError& e) {
+    throw bad(e.what());
   } catch (const detail::FieldError& e) {
     throw bad(std::string("invalid header: ") + e.what());
   } catch (const json::exception& e) {
