@@ -20,7 +20,7 @@
 #include "mate/guard/allocator.hpp"
 #include "mate/guard/recent_ranges.hpp"
 #include "mate/log/api.hpp"
-#include "guard/stack_depot.hpp"
+#include "guard/stack/stack_depot.hpp"
 
 namespace {
 
