@@ -4,7 +4,7 @@
 //   build/default/bench/guard/bench_stack_capture --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
-#include "guard/stack_capture.hpp"
+#include "guard/stack/stack_capture.hpp"
 
 namespace {
 

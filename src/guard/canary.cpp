@@ -1,4 +1,6 @@
-#include "canary.hpp"
+// Canary fill and check through the backend, in staging-buffer chunks for device memory (see
+// canary.hpp).
+#include "guard/canary.hpp"
 
 #include <algorithm>
 #include <cstring>

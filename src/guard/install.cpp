@@ -1,12 +1,13 @@
-// The process-wide allocators, one per kind of memory, created by install_guard_allocator() and
-// never destroyed: they serve allocations until the very end of the process.
+// The install API: the process-wide allocators, one per kind of memory, created by
+// install_guard_allocator() (which installs the crash handler) and never destroyed: they serve
+// allocations until the very end of the process. Also describe() over every allocator and
+// write_description().
 #include <mutex>
 #include <new>
 
-#include "fault_handler.hpp"
 #include "mate/device/driver.hpp"
-#include "report.hpp"
-#include "slot_table.hpp"
+#include "guard/report.hpp"
+#include "guard/slot_table.hpp"
 
 namespace mate::guard {
 
@@ -57,6 +58,9 @@ GuardAllocator& install_guard_allocator(const GuardAllocatorConfig& config) {
   }
   alignas(GuardAllocator) static unsigned char storage[3][sizeof(GuardAllocator)];
   slot.allocator = new (storage[slot_of(config.backend)]) GuardAllocator(*backend, config);
+  // The process-wide allocators' faults are reported: the preload, the pluggable hooks and
+  // `mate replay --guard-alloc` all install through here.
+  install_fault_handler();
   return *slot.allocator;
 }
 

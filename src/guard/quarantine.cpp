@@ -1,5 +1,5 @@
 // Records in anonymous mappings; a full ring is copied into one an eighth larger.
-#include "quarantine.hpp"
+#include "guard/quarantine.hpp"
 
 #include <sys/mman.h>
 

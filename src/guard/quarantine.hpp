@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "slot.hpp"
+#include "guard/slot.hpp"
 
 namespace mate::guard {
 

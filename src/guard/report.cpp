@@ -1,4 +1,6 @@
-#include "report.hpp"
+// ReportWriter and the pieces of every report: ranges, allocations, places, backtraces (see
+// report.hpp).
+#include "guard/report.hpp"
 
 #include <execinfo.h>
 #include <unistd.h>
@@ -6,7 +8,7 @@
 #include <cstring>
 
 #include "mate/core/signal_safe_format.hpp"
-#include "symbolize.hpp"
+#include "guard/stack/symbolize.hpp"
 
 namespace mate::guard {
 
@@ -60,7 +62,7 @@ void write_allocation(ReportWriter& w, const Slot& s, const char* backend) noexc
   w.chr(')');
 }
 
-void write_place(ReportWriter& w, const Description& d) noexcept {
+void write_offset(ReportWriter& w, const Description& d) noexcept {
   if (d.relation == Relation::Inside) {
     w.dec(d.offset).str(" bytes from the start of ");
   } else if (d.relation == Relation::BeforeStart) {
@@ -68,6 +70,10 @@ void write_place(ReportWriter& w, const Description& d) noexcept {
   } else {
     w.dec(d.offset).str(" bytes past the end of ");
   }
+}
+
+void write_place(ReportWriter& w, const Description& d) noexcept {
+  write_offset(w, d);
   w.str(d.state == State::Quarantined ? "freed" : "live").str(" allocation #").dec(d.id).str(" of ").dec(d.size)
       .str(" bytes at ");
   write_range(w, d.user, d.size);

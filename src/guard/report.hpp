@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "mate/guard/allocator.hpp"
-#include "slot_table.hpp"
+#include "guard/slot_table.hpp"
 
 namespace mate::guard {
 
@@ -33,6 +33,9 @@ class ReportWriter {
 void write_range(ReportWriter& w, std::uintptr_t begin, std::size_t bytes) noexcept;
 // "allocation #id of N bytes at [user, user+n) (tail mode, host, reservation [...])"
 void write_allocation(ReportWriter& w, const Slot& s, const char* backend) noexcept;
+// "<n> bytes from the start of " | "<n> bytes before the start of " | "<n> bytes past the end of "
+// (the crash handler's report and write_place).
+void write_offset(ReportWriter& w, const Description& d) noexcept;
 // Where a described address lies: "<n> bytes from the start of | before the start of | past the
 // end of <live|freed> allocation #id of N bytes at [user, user+n)" (invalid-free reports and
 // write_description).

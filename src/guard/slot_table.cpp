@@ -1,5 +1,5 @@
 // Fixed-capacity metadata in anonymous mappings (MAP_NORESERVE: only touched pages cost memory).
-#include "slot_table.hpp"
+#include "guard/slot_table.hpp"
 
 #include <sys/mman.h>
 

@@ -19,9 +19,9 @@
 #include <mutex>
 
 #include "mate/guard/allocator.hpp"
-#include "quarantine.hpp"
-#include "slot.hpp"
-#include "stack_depot.hpp"
+#include "guard/quarantine.hpp"
+#include "guard/slot.hpp"
+#include "guard/stack/stack_depot.hpp"
 
 namespace mate::guard {
 

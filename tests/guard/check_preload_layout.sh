@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The guard preload's code layout (src/guard/preload_layout.ld) does what it says: the seldom-run
+# The guard preload's code layout (src/guard/preload/preload_layout.ld) does what it says: the seldom-run
 # code (device-driver loading, configuration messages, report symbolization) sits in .text.seldom_run, the allocation
 # path in .text within the code segment's first 64 KiB fault-around window, no static initializer
 # among the seldom-run code, the C++ runtime's tables out of the first segment, and the library
@@ -53,7 +53,7 @@ if [ "${code_align:-}" != 0x10000 ] || (( code_start % 0x10000 != 0 )); then
 elif [ "$build" = plain ] && (( 16#$text_start + 16#$text_size > code_start + 0x10000 )); then
   echo ".text (0x$text_start +0x$text_size) no longer fits the first 64 KiB of the code segment ($code_start)"; status=1
 fi
-# The guard starts in the library's last initializer (src/guard/preload_start.cpp, linked last),
+# The guard starts in the library's last initializer (src/guard/preload/preload_start.cpp, linked last),
 # after those of the C++ runtime linked in, which allocate: the entry's place depends on link order.
 read -r init_off init_size < <(readelf -SW "$lib" | awk '$0 ~ "] .init_array " { for (i = 1; i <= NF; ++i) if ($i == ".init_array") { print $(i + 3), $(i + 4); exit } }')
 last_entry=$(od -An -t x8 -j $((16#$init_off + 16#$init_size - 8)) -N 8 "$lib" | tr -d ' ')

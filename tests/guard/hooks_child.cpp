@@ -1,8 +1,8 @@
 // Child process for the pluggable-allocator test: loads libmate_guard_hooks.so the way
 // torch.cuda.memory.CUDAPluggableAllocator does (dlopen + dlsym by name) and uses it.
-//   hooks_child <library> <ok|overflow|double_free|device1>
-// device1 allocates on ordinal 1 (run with FAKE_DRIVER_DEVICE_COUNT=2); the others on 0, after
-// checking that ordinal 1 is refused (the fake has one device by default).
+//   hooks_child <library> <ok|overflow|double_free|device1|device1_overflow>
+// device1 and device1_overflow allocate on ordinal 1 (run with FAKE_DRIVER_DEVICE_COUNT=2); the
+// others on 0, after checking that ordinal 1 is refused (the fake has one device by default).
 #include <dlfcn.h>
 #include <sys/types.h>
 
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   auto release = reinterpret_cast<Free>(dlsym(lib, "mate_guard_free"));
   if (alloc == nullptr || release == nullptr) return 4;
   const char* what = argv[2];
-  const int device = std::strcmp(what, "device1") == 0 ? 1 : 0;
+  const int device = std::strncmp(what, "device1", 7) == 0 ? 1 : 0;
   if (device == 0 && alloc(16, 1, nullptr) != nullptr) return 5;  // device 1: refused
   if (alloc(16, -1, nullptr) != nullptr) return 7;                 // never an ordinal
   auto* p = static_cast<unsigned char*>(alloc(1000, device, nullptr));
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   std::printf("ptr %p\n", static_cast<void*>(p));
   std::fflush(stdout);
   std::memset(p, 7, 1000);  // the "kernel" writes the whole tensor
-  if (std::strcmp(what, "overflow") == 0) p[1024] = 1;  // past the 256-aligned end: guard
+  if (std::strcmp(what, "overflow") == 0 || std::strcmp(what, "device1_overflow") == 0) p[1024] = 1;  // past the 256-aligned end: guard
   release(p, 1000, device, nullptr);
   if (std::strcmp(what, "double_free") == 0) release(p, 1000, device, nullptr);
   std::printf("done\n");

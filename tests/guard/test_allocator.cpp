@@ -19,7 +19,7 @@
 #include "mate/config.hpp"
 #include "mate/device/driver.hpp"
 #include "mate/guard/allocator.hpp"
-#include "guard/map_entries.hpp"
+#include "guard/platform/map_entries.hpp"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include "mate/guard/device_fault_report.hpp"
 #include "mate/core/recent_device_ranges.hpp"
 #include "mate/log/api.hpp"
-#include "guard/stack_depot.hpp"
+#include "guard/stack/stack_depot.hpp"
 
 namespace {
 

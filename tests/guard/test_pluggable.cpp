@@ -44,6 +44,14 @@ TEST(PluggableAllocator, OverflowFaultsWithAReport) {
   EXPECT_THAT(r.err, HasSubstr("(tail mode, cuda memory"));
 }
 
+// Another ordinal's allocator is the hooks' own (not the process-wide one install_guard_allocator()
+// makes): the hooks install the crash handler for it too.
+TEST(PluggableAllocator, OverflowOnAnotherOrdinalFaultsWithAReport) {
+  auto r = run_hooks("device1_overflow", {{"FAKE_DRIVER_DEVICE_COUNT", "2"}});
+  EXPECT_THAT(r.err, HasSubstr("mate guard: overflow: SIGSEGV on a write to "));
+  EXPECT_THAT(r.err, HasSubstr("24 bytes past the end of allocation #1 of 1000 bytes"));
+}
+
 TEST(PluggableAllocator, HeadModeAndDoubleFree) {
   auto r = run_hooks("double_free", {{"MATE_GUARD_ALLOCATOR_MODE", "head"}, {"MATE_DEVICE_DRIVER", "musa"}});
   EXPECT_EQ(r.term_signal, SIGABRT) << r.err;

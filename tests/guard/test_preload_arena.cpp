@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "guard/preload_arena.hpp"
+#include "guard/preload/preload_arena.hpp"
 
 namespace {
 

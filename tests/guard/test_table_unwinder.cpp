@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "guard/stack_capture.hpp"
-#include "guard/table_unwinder.hpp"
+#include "guard/stack/stack_capture.hpp"
+#include "guard/stack/table_unwinder.hpp"
 #include "guard_test_mode.hpp"
 #include "temp_dir.hpp"
 

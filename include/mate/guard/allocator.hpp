@@ -24,11 +24,10 @@
 //    tables of fixed capacity, so the allocator can serve a malloc interposer.
 //  * Thread-safe. Reports go to stderr (fd 2) with write(2).
 //  * A guard or quarantine fault (SIGSEGV/SIGBUS) is reported by a handler chained to the
-//    previous one; the process then dies of the original signal.
+//    previous one (install_fault_handler()); the process then dies of the original signal.
 //  * install_guard_allocator() creates the process-wide allocator; it throws GuardError.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -53,12 +52,12 @@ inline constexpr std::size_t kQuarantineForBackend = SIZE_MAX;
 std::size_t default_quarantine_bytes(device::Kind kind) noexcept;
 
 struct GuardAllocatorConfig {
-  // The seed's fields.
+  // Placement: which side of the allocation faults at the first invalid access (see the top).
   Mode mode = Mode::Tail;
+  // Checks and diagnostics.
   bool sync_on_free = true;      // backend.synchronize() before checking canaries at free
   bool log_allocations = false;  // one line per alloc/free on stderr
-  // This issue's fields.
-  bool backtraces = true;  // capture allocation and free backtraces for reports
+  bool backtraces = true;        // capture allocation and free backtraces for reports
   // Address space kept reserved for freed allocations before the oldest is released;
   // kQuarantineForBackend: default_quarantine_bytes(backend).
   std::size_t quarantine_bytes = kQuarantineForBackend;
@@ -72,9 +71,9 @@ struct GuardAllocatorConfig {
   int skip_frames = 0;
   // Host memory only. The most memory-map entries (the unit of vm.max_map_count) the process
   // may have for the allocator to map one more allocation. The allocator keeps upper estimates
-  // (GuardAllocator::map_entries_fit) and counts the process's entries (/proc/self/maps) when
-  // they would pass the limit: neighbouring guard pages and quarantined ranges share entries,
-  // so a program gets ~2 entries per live allocation, not 3.
+  // (MapEntryBudget, src/guard/platform/map_entry_budget.hpp) and counts the process's entries
+  // (/proc/self/maps) when they would pass the limit: neighbouring guard pages and quarantined
+  // ranges share entries, so a program gets ~2 entries per live allocation, not 3.
   // At the limit the oldest quarantined ranges are given back (half at a time, while that frees
   // entries), then allocations are refused as when the system refuses a mapping. 0: no limit.
   // mate guard-run sets vm.max_map_count less a margin for the program's own threads, libraries
@@ -157,6 +156,8 @@ struct Description {
 };
 
 class SlotTable;
+struct Slot;
+class MapEntryBudget;
 
 class GuardAllocator {
  public:
@@ -202,31 +203,26 @@ class GuardAllocator {
   device::Backend& backend() const noexcept { return backend_; }
 
  private:
-  device::Backend& backend_;
-  GuardAllocatorConfig config_;
-  std::size_t quarantine_limit_;  // config_.quarantine_bytes, the backend's default resolved
+  struct Placement;  // where an allocation's reservation, mapping and user pointer go (allocator.cpp)
+  AllocResult reserve_and_map(const Placement& p, std::uintptr_t* base) noexcept;
+  AllocResult write_canaries(const Placement& p, std::uintptr_t base, std::uintptr_t user, std::size_t size) noexcept;
+  AllocResult record_live(const Placement& p, std::uintptr_t base, std::uintptr_t user, std::size_t size,
+                          void* const* frames, int frame_count, std::uint64_t* id) noexcept;
+  void log_allocation(const Placement& p, std::uintptr_t base, std::uintptr_t user, std::size_t size,
+                      std::uint64_t id) noexcept;
   bool small_mapping_possible() noexcept;
   bool evict_oldest_locked() noexcept;
   void say_mapping_refused(const device::Status* status) noexcept;
-  bool within_map_entry_limit() noexcept;
-  bool map_entries_fit() const noexcept;
+  FreeResult report_double_free(std::uintptr_t ptr, const Slot& freed, void* const* frames, int frame_count) noexcept;
   void report_invalid_pointer(std::uintptr_t ptr, const char* operation, void* const* frames,
                               int frame_count) noexcept;
+
+  device::Backend& backend_;
+  GuardAllocatorConfig config_;
+  std::size_t quarantine_limit_;  // config_.quarantine_bytes, the backend's default resolved
   SlotTable* table_;
-  // For config_.map_entry_limit, under table_->mutex: the process's entries at the last count,
-  // an upper bound of those added since, and whether the last check refused (with the frees
-  // since, which may make room).
-  std::size_t counted_map_entries_ = 0;
-  std::size_t map_entries_since_count_ = 0;
-  // The entries not the guard's at the last count, from above (the count less the live
-  // allocations' own read-write mappings), and the allocations since that count.
-  std::size_t map_entries_base_ = 0;
-  std::size_t allocations_since_count_ = 0;
-  std::size_t live_unmapped_ = 0;  // zero-byte live allocations: no read-write mapping of their own
-  bool map_limit_refused_ = false;
-  std::size_t frees_since_map_refusal_ = 0;
-  // Allocations past the check whose mappings a count may not see yet (updated without the lock).
-  std::atomic<std::size_t> map_allocations_in_flight_{0};
+  // config_.map_entry_limit's bookkeeping (src/guard/platform); null when there is no limit.
+  MapEntryBudget* map_budget_ = nullptr;
 };
 
 // Writes describe(address)'s answer as one line to `fd` (async-signal-safe).
@@ -240,6 +236,13 @@ void write_description(int fd, const Description& d, const char* backend_name) n
 // process" when note_backend_allocation() was called for that backend before, and GuardError
 // when the device backend is unavailable (with the reason).
 GuardAllocator& install_guard_allocator(const GuardAllocatorConfig& config = {});
+// Installs the guard's crash handler once per process (later calls do nothing): a SIGSEGV/SIGBUS
+// in a guard region or a quarantined range of any GuardAllocator becomes a report, then the
+// process dies of the original signal; other faults go to the previous handler.
+// install_guard_allocator() calls it (and so the preload, the pluggable hooks and `mate replay
+// --guard-alloc`, which install through it); a GuardAllocator constructed directly does not, so
+// whoever constructs one and wants its faults reported calls this.
+void install_fault_handler() noexcept;
 // The installed allocator for `kind`, or nullptr.
 GuardAllocator* installed_guard_allocator(device::Kind kind = device::Kind::Host) noexcept;
 // Records that MATE served an unguarded allocation of `kind` (e.g. a framework hook that ran

@@ -1,10 +1,12 @@
-#include "stack_capture.hpp"
+// Capturing the calling thread's return addresses: the table walk first, the C++ unwinder when it
+// answers "unsupported" (see stack_capture.hpp).
+#include "guard/stack/stack_capture.hpp"
 
 #include <unwind.h>
 
 #include <cstdint>
 
-#include "table_unwinder.hpp"
+#include "guard/stack/table_unwinder.hpp"
 
 namespace mate::guard {
 

@@ -1,4 +1,6 @@
-#include "symbolize.hpp"
+// The symbolizer: addr2line started for a report, fed the frames' module offsets, its answers
+// written as function, file and line (see symbolize.hpp).
+#include "guard/stack/symbolize.hpp"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -18,8 +20,8 @@
 
 #include "mate/config.hpp"
 #include "mate/core/signal_safe_format.hpp"
-#include "report.hpp"
-#include "stack_depot.hpp"
+#include "guard/report.hpp"
+#include "guard/stack/stack_depot.hpp"
 
 extern char** environ;
 

@@ -2,7 +2,7 @@
 // Written by hand because it must not allocate through malloc itself, must answer "is this
 // pointer mine?" with two compares on every free(), and only ever holds a few hundred blocks;
 // an allocator library would bring back the start-up cost this file exists to avoid.
-#include "preload_arena.hpp"
+#include "guard/preload/preload_arena.hpp"
 
 #include <pthread.h>
 #include <sys/mman.h>

@@ -14,7 +14,7 @@
 
 #include "mate/device/driver.hpp"
 #include "mate/guard/allocator.hpp"
-#include "preload_state.hpp"
+#include "guard/preload/preload_state.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // statically linked program (no PT_INTERP) never sees the preload, and the loader ignores
 // LD_PRELOAD's path for set-user-ID/set-group-ID programs. Without this check `mate guard-run`
 // would run such a program unguarded and report nothing, which reads as "no bug found".
-#include "preload_reach.hpp"
+#include "guard/run/preload_blockers.hpp"
 
 #include "mate/config.hpp"
 

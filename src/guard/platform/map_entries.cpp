@@ -1,4 +1,6 @@
-#include "map_entries.hpp"
+// The process's memory-map entries counted from /proc/self/maps with plain system calls (see
+// map_entries.hpp).
+#include "guard/platform/map_entries.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // Entries, compressed stacks and buckets in MAP_NORESERVE mappings: only the pages holding
 // stored stacks cost memory.
-#include "stack_depot.hpp"
+#include "guard/stack/stack_depot.hpp"
 
 #include <sys/mman.h>
 

@@ -32,9 +32,9 @@
 #include "mate/config.hpp"
 #include "mate/core/crash_context.hpp"
 #include "mate/guard/allocator.hpp"
-#include "preload_arena.hpp"
-#include "preload_state.hpp"
-#include "stack_capture.hpp"
+#include "guard/preload/preload_arena.hpp"
+#include "guard/preload/preload_state.hpp"
+#include "guard/stack/stack_capture.hpp"
 
 extern "C" {
 void* __libc_malloc(size_t);

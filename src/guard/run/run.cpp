@@ -2,7 +2,7 @@
 // maps the child's end to an exit status.
 #include "mate/guard/run.hpp"
 
-#include "preload_reach.hpp"
+#include "guard/run/preload_blockers.hpp"
 
 #include <signal.h>
 #include <spawn.h>

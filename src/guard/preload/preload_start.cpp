@@ -3,6 +3,6 @@
 // The C++ runtime linked into the library allocates in its initializers (libstdc++'s emergency
 // exception pool, 72 KiB): those allocations are the library's own, served by its arena, not the
 // program's first guarded allocation.
-#include "preload_state.hpp"
+#include "guard/preload/preload_state.hpp"
 
 __attribute__((constructor)) static void mate_guard_preload_start() { mate::guard::preload::start_guarding(); }

@@ -1,6 +1,10 @@
+// The crash handler: SIGSEGV/SIGBUS in a guard region or a quarantined range becomes one report,
+// then the process dies of the original signal; faults elsewhere go to the previous handler.
+// Installed by install_fault_handler() (install_guard_allocator() calls it), never by a
+// GuardAllocator's constructor.
+//
 // Async-signal-safe: the handler reads the slot tables without locks (a crashing thread may hold
-// one), formats with ReportWriter and symbolizes with backtrace_symbols_fd.
-#include "fault_handler.hpp"
+// one, guard/lookup.hpp), formats with ReportWriter and symbolizes with backtrace_symbols_fd.
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -10,8 +14,10 @@
 #include <atomic>
 #include <cerrno>
 
+#include "guard/lookup.hpp"
+#include "guard/report.hpp"
 #include "mate/core/crash_context.hpp"
-#include "report.hpp"
+#include "mate/guard/allocator.hpp"
 
 namespace mate::guard {
 
@@ -66,22 +72,15 @@ const char* access_words(void* context) noexcept {
 #endif
 }
 
-// Slot copies leave out the state (an atomic); reports need it.
-void copy_with_state(Slot* to, const Slot& from) noexcept {
-  to->copy_allocation_from(from);
-  to->state.store(from.state.load(std::memory_order_acquire), std::memory_order_relaxed);
-}
-
-void report(int sig, std::uintptr_t address, const StackDepot& depot, const Slot& s, bool outside,
-            const char* backend, void* context) noexcept {
-  const auto state = static_cast<State>(s.state.load(std::memory_order_acquire));
-  const bool freed = state == State::Quarantined;
+void report(int sig, std::uintptr_t address, const StackDepot& depot, const Slot& s, const Description& d, const char* backend,
+            void* context) noexcept {
+  const bool freed = d.state == State::Quarantined;
   const char* kind;
-  if (outside) {
+  if (d.outside) {
     kind = "wild access near an allocation";
   } else if (freed) {
     kind = "use-after-free";
-  } else if (address < s.user) {
+  } else if (d.relation == Relation::BeforeStart) {
     kind = "underrun";
   } else {
     kind = "overflow";
@@ -90,16 +89,10 @@ void report(int sig, std::uintptr_t address, const StackDepot& depot, const Slot
     ReportWriter w(kStderr);
     w.str("mate guard: ").str(kind).str(": ").str(sig == SIGBUS ? "SIGBUS" : "SIGSEGV").str(" on ")
         .str(access_words(context)).hex(address).str(", ");
-    if (address < s.user) {
-      w.dec(s.user - address).str(" bytes before the start of ");
-    } else if (address >= s.user + s.size) {
-      w.dec(address - (s.user + s.size)).str(" bytes past the end of ");
-    } else {
-      w.dec(address - s.user).str(" bytes from the start of ");
-    }
+    write_offset(w, d);
     if (freed) w.str("freed ");
     write_allocation(w, s, backend);
-    if (outside) w.str(", outside its reservation");
+    if (d.outside) w.str(", outside its reservation");
     w.str("\n  thread ").dec(static_cast<std::uint64_t>(gettid()));
     // prctl is a plain system call, so the name is safe to read here.
     char name[17] = {};
@@ -113,9 +106,9 @@ void report(int sig, std::uintptr_t address, const StackDepot& depot, const Slot
   if (freed) {
     w.str("mate guard: the freed range stays inaccessible while it is quarantined; the access above used a "
           "stale pointer\n");
-  } else if (!outside) {
-    w.str("mate guard: the ").str(to_string(s.mode)).str(" mode guard region caught the first invalid access ")
-        .str(address < s.user ? "before the start" : "past the end").chr('\n');
+  } else if (!d.outside) {
+    w.str("mate guard: the ").str(to_string(d.mode)).str(" mode guard region caught the first invalid access ")
+        .str(d.relation == Relation::BeforeStart ? "before the start" : "past the end").chr('\n');
   }
 }
 
@@ -171,7 +164,7 @@ void on_fault(int sig, siginfo_t* info, void* context) {
     chain(sig, info, context);
     return;
   }
-  report(sig, address, *best_depot, best, best_outside, backend, context);
+  report(sig, address, *best_depot, best, describe_slot(best, address, best_outside), backend, context);
   restore_previous(sig);
   errno = saved_errno;
 }
@@ -186,76 +179,6 @@ void install_fault_handler() noexcept {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGSEGV, &sa, &g_previous_segv);
   sigaction(SIGBUS, &sa, &g_previous_bus);
-}
-
-bool find_allocation(const SlotTable& table, std::size_t granularity, std::uintptr_t address, Slot* out,
-                     bool* outside) noexcept {
-  bool found = false;
-  std::size_t nearest_distance = 0;
-  const auto keep = [&](const Slot& s, bool beyond) noexcept {
-    copy_with_state(out, s);
-    *outside = beyond;
-    found = true;
-  };
-  // True (stop) when `s` holds the address; otherwise remembers it if it is the nearest yet.
-  const auto consider = [&](const Slot& s) noexcept {
-    if (address >= s.reservation && address - s.reservation < s.reserved()) {
-      keep(s, false);
-      return true;
-    }
-    std::size_t distance = address < s.reservation ? s.reservation - address
-                                                   : address - (s.reservation + s.reserved()) + 1;
-    if (distance < nearest_distance) {
-      nearest_distance = distance;
-      keep(s, true);
-    }
-    return false;
-  };
-  // Starts over (a few times at most) when the quarantine's ring was replaced during the search.
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    found = false;
-    nearest_distance = granularity + 1;
-    bool inside = false;
-    const std::uint32_t hw = table.high_water();
-    for (std::uint32_t i = 0; i < hw && !inside; ++i) {
-      const Slot& s = table.slot(i);
-      if (static_cast<State>(s.state.load(std::memory_order_acquire)) == State::None) continue;
-      inside = consider(s);
-    }
-    if (inside) return true;
-    // Slots first: a record is published before its slot is freed (SlotTable::quarantine_push).
-    if (table.quarantine().scan(consider)) return found;
-  }
-  return found;
-}
-
-Description describe_in_table(const SlotTable& table, std::size_t granularity, std::uintptr_t address) noexcept {
-  Description d;
-  bool outside = false;
-  Slot s;
-  if (!find_allocation(table, granularity, address, &s, &outside)) return d;
-  d.found = true;
-  d.id = s.id();
-  d.user = s.user;
-  d.size = s.size;
-  d.reservation = s.reservation;
-  d.reserved = s.reserved();
-  d.mapping = s.mapping();
-  d.mapped = s.mapped();
-  d.mode = s.mode;
-  d.state = static_cast<State>(s.state.load(std::memory_order_acquire));
-  d.outside = outside;
-  if (address < s.user) {
-    d.relation = Relation::BeforeStart;
-    d.offset = s.user - address;
-  } else if (address >= s.user + s.size) {
-    d.relation = Relation::PastEnd;
-    d.offset = address - (s.user + s.size);
-  } else {
-    d.relation = Relation::Inside;
-    d.offset = address - s.user;
-  }
-  return d;
 }
 
 }  // namespace mate::guard

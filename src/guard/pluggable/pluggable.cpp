@@ -61,6 +61,7 @@ void install(int device) {
       return;
     }
     slot.guard = new mate::guard::GuardAllocator(*backend.release(), config);
+    mate::guard::install_fault_handler();  // (install_guard_allocator() does it for the others)
   } catch (const std::exception& e) {
     slot.error = e.what();
   }
