@@ -70,10 +70,10 @@ std::string_view to_string(Policy p);
 
 // A parsed value. Exactly one member is meaningful, chosen by the variable's type.
 struct Value {
-  bool b = false;
-  std::int64_t i = 0;
-  double f = 0.0;
-  std::string s;                // String, Path, Enum
+  bool boolean = false;           // Bool
+  std::int64_t integer = 0;       // Int
+  double real = 0.0;              // Float
+  std::string text;               // String, Path, Enum
   std::vector<std::string> list;  // PatternList, ArchList
 };
 
@@ -109,9 +109,9 @@ const char* raw_env_unsafe(Var v) noexcept;
 struct Scalar {
   bool ok = false;
   bool set = false;
-  bool b = false;
-  std::int64_t i = 0;
-  std::string_view choice;
+  bool boolean = false;       // Bool
+  std::int64_t integer = 0;   // Int
+  std::string_view choice;    // Enum
 };
 Scalar parse_scalar(Var v, std::string_view text) noexcept;
 

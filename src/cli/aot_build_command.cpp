@@ -5,7 +5,8 @@
 #include <filesystem>
 
 #include "commands.hpp"
-#include "mate/jit/admin.hpp"
+#include "mate/device/vendors.hpp"
+#include "mate/jit/aot_build.hpp"
 #include "mate/jit/catalog.hpp"
 
 namespace mate::cli {
@@ -22,10 +23,12 @@ void add_aot_build_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("aot-build", "Build the known modules ahead of time into a directory");
   cmd->add_option("--out", flags->out, "Output directory (an AOT root)")->required();
   cmd->add_option("--module", flags->modules, "Only these modules (repeatable; default: all)");
+  std::vector<std::string> toolchains{"host"};  // and one per vendor (mate/device/vendors.hpp)
+  for (const device::Vendor& v : device::vendors()) toolchains.push_back(v.name);
   cmd->add_option("--toolchain", flags->toolchains,
                   "Only modules of these toolchains (repeatable; default: all). The build's AOT step "
                   "leaves out cuda/musa when MATE_AOT_CUDA_ARCH_LIST/MATE_AOT_MUSA_ARCH_LIST is empty")
-      ->check(CLI::IsMember({"host", "cuda", "musa"}));
+      ->check(CLI::IsMember(toolchains));
   cmd->callback([flags, &exit_code] {
     std::vector<jit::ModuleSpec> specs;
     for (auto& entry : jit::known_modules()) {

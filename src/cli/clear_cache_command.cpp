@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "mate/jit/admin.hpp"
+#include "mate/jit/clear_cache.hpp"
 
 namespace mate::cli {
 

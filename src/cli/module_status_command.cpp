@@ -9,7 +9,8 @@
 
 #include "commands.hpp"
 #include "json_text.hpp"
-#include "mate/jit/admin.hpp"
+#include "mate/device/vendors.hpp"
+#include "mate/jit/module_status.hpp"
 #include "mate/jit/catalog.hpp"
 
 namespace mate::cli {
@@ -72,11 +73,11 @@ void add_module_status_command(CLI::App& app, int& exit_code) {
                               {"cache_bytes", summary.cache_bytes},
                               {"cache_problem", summary.cache_problem},
                               {"host_arch", summary.host_arch},
-                              {"cuda_arch_list", summary.cuda_archs},
-                              {"musa_arch_list", summary.musa_archs},
                               {"jit_enabled", summary.jit_enabled},
                               {"aot_directories", summary.aot_directories}}},
                             {"modules", modules}};
+      for (const auto& d : summary.device_archs)  // "cuda_arch_list", ...
+        out["summary"][std::string(device::kind_name(d.kind)) + "_arch_list"] = d.archs;
       std::cout << json_text(out) << "\n";
       exit_code = kExitOk;
       return;
@@ -102,8 +103,8 @@ void add_module_status_command(CLI::App& app, int& exit_code) {
     if (!summary.cache_problem.empty()) fmt::print("       unusable: {}\n", summary.cache_problem);
     // An arch list starts with a digit; anything else is the reason there is none.
     auto archs = [](const std::string& v) { return !v.empty() && std::isdigit(static_cast<unsigned char>(v[0])) ? v : "none: " + v; };
-    fmt::print("arch: host {}\n      CUDA {}\n      MUSA {}\n", summary.host_arch, archs(summary.cuda_archs),
-               archs(summary.musa_archs));
+    fmt::print("arch: host {}\n", summary.host_arch);
+    for (const auto& d : summary.device_archs) fmt::print("      {} {}\n", device::kind_title(d.kind), archs(d.archs));
     fmt::print("JIT: {}\n", summary.jit_enabled ? "enabled" : "disabled (MATE_DISABLE_JIT=1: AOT modules only)");
     fmt::print("AOT directories: {}\n", fmt::join(summary.aot_directories, ", "));
     exit_code = kExitOk;

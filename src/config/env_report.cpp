@@ -1,3 +1,4 @@
+// What `mate env` prints (text, JSON, Markdown), generated from the registry; see env_report.hpp.
 #include "env_report.hpp"
 
 #include <sys/stat.h>

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "config_internal.hpp"
+#include "scalar_rules.hpp"
 #include "mate/config.hpp"
 
 namespace mate::config {
@@ -216,23 +216,23 @@ Value parse(Var id, std::string_view text) {
   Rejection why = Rejection::None;
   switch (v.type) {
     case Type::Bool:
-      why = read_bool(text, &out.b);
+      why = read_bool(text, &out.boolean);
       break;
     case Type::Int:
-      why = read_int(text, v.accepts, &out.i);
+      why = read_int(text, v.accepts, &out.integer);
       break;
     case Type::Float:
-      out.f = parse_checked_number<double>(v, text);
+      out.real = parse_checked_number<double>(v, text);
       break;
     case Type::Enum: {
       std::string_view choice;
       why = read_choice(text, v.accepts, &choice);
-      out.s = std::string(choice);
+      out.text = std::string(choice);
       break;
     }
     case Type::String:
     case Type::Path:
-      out.s = std::string(text);
+      out.text = std::string(text);
       break;
     case Type::PatternList:
       out.list = parse_patterns(text);

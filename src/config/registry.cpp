@@ -1,14 +1,14 @@
 // The registry: the table built from config_variables.inc, the value lookup (override, then
 // environment, then default), latching, and the typed getters.
 //
-// This file and unknown.cpp are the only places in MATE that read MATE_* variables.
+// This file and unknown_variables.cpp are the only places in MATE that read MATE_* variables.
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 
-#include "config_internal.hpp"
+#include "scalar_rules.hpp"
 #include "mate/config.hpp"
 
 namespace mate::config {
@@ -193,12 +193,12 @@ ScopedOverride::~ScopedOverride() {
 }
 
 // Typed getters.
-#define MATE_CONFIG_FIELD_Bool b
-#define MATE_CONFIG_FIELD_Int i
-#define MATE_CONFIG_FIELD_Float f
-#define MATE_CONFIG_FIELD_String s
-#define MATE_CONFIG_FIELD_Path s
-#define MATE_CONFIG_FIELD_Enum s
+#define MATE_CONFIG_FIELD_Bool boolean
+#define MATE_CONFIG_FIELD_Int integer
+#define MATE_CONFIG_FIELD_Float real
+#define MATE_CONFIG_FIELD_String text
+#define MATE_CONFIG_FIELD_Path text
+#define MATE_CONFIG_FIELD_Enum text
 #define MATE_CONFIG_FIELD_PatternList list
 #define MATE_CONFIG_FIELD_ArchList list
 #define MATE_VAR(getter, NAME, TYPE, ...) \

@@ -1,35 +1,29 @@
-// Loading a CUDA or MUSA driver library and resolving its entry points by prefix.
+// Loading a vendor's driver library (its row in mate/device/vendors.hpp: sonames, symbol
+// prefix) and resolving its entry points by prefix.
 #include "device/driver_api.hpp"
 
 #include <dlfcn.h>
 
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "mate/config.hpp"
+#include "mate/device/vendors.hpp"
 
 namespace mate::device::driver {
 
 namespace {
 
-// The vendor libraries, in the order they are tried. libcuda.so.1 is the driver's soname (the
-// unversioned libcuda.so is a development symlink, or a link-time stub in the toolkit that
-// must never be loaded); MUSA installs libmusa.so.1 and, on some systems, only libmusa.so.
-const char* const kCudaLibraries[] = {"libcuda.so.1"};
-const char* const kMusaLibraries[] = {"libmusa.so.1", "libmusa.so"};
-
 bool resolve(Api* api, std::string* reason) {
-  const std::string p = prefix(api->kind);
 #define MATE_DRIVER_RESOLVE(member, name, suffix, ret, params)                               \
   {                                                                                          \
-    const std::string symbol = p + name + suffix;                                            \
+    const std::string& symbol = api->symbols->entry[static_cast<int>(Call::member)];        \
     dlerror();                                                                               \
     void* address = dlsym(api->handle, symbol.c_str());                                      \
     if (address == nullptr) {                                                                \
       *reason = api->library + ": missing entry point " + symbol +                           \
                 " (a driver too old for the virtual-memory API, or not a " +                 \
-                kind_name(api->kind) + " driver)";                                           \
+                kind_name(api->kind) + " driver)";                                            \
       return false;                                                                          \
     }                                                                                        \
     api->member = reinterpret_cast<ret(*) params>(address);                                  \
@@ -41,12 +35,38 @@ bool resolve(Api* api, std::string* reason) {
 
 }  // namespace
 
-const char* prefix(Kind kind) noexcept { return kind == Kind::Musa ? "mu" : "cu"; }
-const char* kind_name(Kind kind) noexcept { return kind == Kind::Musa ? "musa" : "cuda"; }
+const Symbols& symbols(Kind kind) {
+  static const Symbols* const table = [] {
+    auto* t = new Symbols[std::size(kVendors)];
+    for (const Vendor& v : kVendors) {
+      Symbols& s = t[kind_index(v.kind) - 1];
+      const std::string p = v.symbol_prefix;
+#define MATE_DRIVER_NAME(member, name, suffix, ret, params) \
+  s.entry[static_cast<int>(Call::member)] = p + name + suffix;
+      MATE_DRIVER_ENTRY_POINTS(MATE_DRIVER_NAME)
+#undef MATE_DRIVER_NAME
+      s.make_context_current =
+          p + "CtxGetCurrent/" + p + "CtxSetCurrent (making the device's primary context current)";
+    }
+    return t;
+  }();
+  const Vendor* v = find_vendor(kind);
+  return table[v != nullptr ? kind_index(kind) - 1 : 0];
+}
+
+const char* call_name(const Api& api, Call call) noexcept {
+  return api.symbols != nullptr ? api.symbols->entry[static_cast<int>(call)].c_str() : "(no driver)";
+}
 
 bool load(Kind kind, Api* api, std::string* reason) {
   *api = Api{};
+  const Vendor* vendor = find_vendor(kind);
+  if (vendor == nullptr) {
+    *reason = "no device driver serves host memory";
+    return false;
+  }
   api->kind = kind;
+  api->symbols = &symbols(kind);
   std::vector<std::string> candidates;
   try {
     const std::string fake = config::fake_driver_path();
@@ -55,12 +75,7 @@ bool load(Kind kind, Api* api, std::string* reason) {
     *reason = e.what();
     return false;
   }
-  if (candidates.empty()) {
-    if (kind == Kind::Musa)
-      candidates.assign(std::begin(kMusaLibraries), std::end(kMusaLibraries));
-    else
-      candidates.assign(std::begin(kCudaLibraries), std::end(kCudaLibraries));
-  }
+  if (candidates.empty()) candidates.assign(vendor->driver_sonames.begin(), vendor->driver_sonames.end());
   std::string tried;
   for (const std::string& library : candidates) {
     // RTLD_LOCAL: the driver's symbols must not satisfy other libraries' lookups.

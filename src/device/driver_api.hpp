@@ -110,9 +110,29 @@ static_assert(sizeof(MemAccessDesc) == 12);
   X(MemsetD8, "MemsetD8", "_v2", Result, (DevicePtr, unsigned char, std::size_t))            \
   X(StreamIsCapturing, "StreamIsCapturing", "", Result, (Stream, int*))
 
+// One enumerator per entry point, in MATE_DRIVER_ENTRY_POINTS order.
+enum class Call : int {
+#define MATE_DRIVER_ENUM(member, name, suffix, ret, params) member,
+  MATE_DRIVER_ENTRY_POINTS(MATE_DRIVER_ENUM)
+#undef MATE_DRIVER_ENUM
+};
+#define MATE_DRIVER_COUNT(member, name, suffix, ret, params) +1
+inline constexpr int kCallCount = 0 MATE_DRIVER_ENTRY_POINTS(MATE_DRIVER_COUNT);
+#undef MATE_DRIVER_COUNT
+
+// The exported names of one vendor's entry points ("cuMemMap", "muMemcpyHtoD_v2"), built from
+// its row's symbol prefix once for every vendor and never freed, so that they can serve as
+// Status::what, which must outlive any backend.
+struct Symbols {
+  std::string entry[kCallCount];  // in Call order
+  std::string make_context_current;  // "cuCtxGetCurrent/cuCtxSetCurrent (making ... current)"
+};
+const Symbols& symbols(Kind kind);
+
 // The resolved entry points of one driver library.
 struct Api {
   Kind kind = Kind::Cuda;
+  const Symbols* symbols = nullptr;  // of `kind`; set by load()
   void* handle = nullptr;  // from dlopen; never closed (the driver lives as long as the process)
   std::string library;
 #define MATE_DRIVER_MEMBER(member, name, suffix, ret, params) ret(*member) params = nullptr;
@@ -120,17 +140,12 @@ struct Api {
 #undef MATE_DRIVER_MEMBER
 };
 
-// The full exported name of an entry point as a static string, e.g. "cuMemMap" / "muMemMap", for
-// Status::what (which must outlive any allocation).
-#define MATE_DRIVER_CALL(kind, name) ((kind) == ::mate::device::Kind::Musa ? "mu" name : "cu" name)
+// The full exported name of an entry point of `api`'s driver, e.g. "cuMemMap" / "muMemMap": a
+// static string, for Status::what.
+const char* call_name(const Api& api, Call call) noexcept;
 
-// "cu" or "mu".
-const char* prefix(Kind kind) noexcept;
-// "cuda" or "musa".
-const char* kind_name(Kind kind) noexcept;
-
-// Opens the driver library for `kind` (MATE_FAKE_DRIVER_PATH if set, else the vendor sonames in
-// order) and resolves every entry point. Returns false with *reason naming the library and the
+// Opens the driver library for `kind` (MATE_FAKE_DRIVER_PATH if set, else the vendor row's
+// sonames in order) and resolves every entry point. Returns false with *reason naming the library and the
 // dlopen/dlsym failure, or an invalid MATE_FAKE_DRIVER_PATH.
 bool load(Kind kind, Api* api, std::string* reason);
 

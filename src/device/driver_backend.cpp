@@ -1,5 +1,6 @@
-// The driver backend: device memory through the CUDA / MUSA virtual-memory API (see
-// mate/device/driver.hpp for the contract), plus probing and choosing a driver.
+// The driver backend: device memory through a vendor driver's virtual-memory API (see
+// mate/device/driver.hpp for the contract), plus probing and choosing a driver among the rows
+// of mate/device/vendors.hpp.
 
 #include <atomic>
 #include <cstring>
@@ -11,12 +12,13 @@
 #include "device/driver_api.hpp"
 #include "mate/config.hpp"
 #include "mate/device/driver.hpp"
+#include "mate/device/vendors.hpp"
 
 namespace mate::device {
 
 namespace {
 
-std::atomic<std::uint64_t> g_mapped_count[2];  // CUDA, MUSA
+std::atomic<std::uint64_t> g_mapped_count[kKindCount];  // by Kind (the host's stays 0)
 
 using driver::Api;
 using driver::Result;
@@ -75,7 +77,7 @@ class VmmBackend final : public DriverBackend {
   }
 
   Kind kind() const noexcept override { return api_.kind; }
-  const char* name() const noexcept override { return driver::kind_name(api_.kind); }
+  const char* name() const noexcept override { return kind_name(api_.kind); }
   std::size_t granularity() const noexcept override { return granularity_; }
   // What cudaMalloc / musaMalloc guarantee.
   std::size_t default_alignment() const noexcept override { return 256; }
@@ -98,7 +100,7 @@ class VmmBackend final : public DriverBackend {
     if (scope.result() != driver::kSuccess) return context_failure(scope.result());
     driver::DevicePtr ptr = 0;
     const Result r = api_.MemAddressReserve(&ptr, bytes, granularity_, 0, 0);
-    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemAddressReserve")};
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::MemAddressReserve)};
     *base = static_cast<std::uintptr_t>(ptr);
     return Status::success();
   }
@@ -113,7 +115,7 @@ class VmmBackend final : public DriverBackend {
     ContextScope scope(api_, ctx_);
     if (scope.result() != driver::kSuccess) return context_failure(scope.result());
     const Result r = api_.MemAddressFree(base, bytes);
-    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemAddressFree")};
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::MemAddressFree)};
     return Status::success();
   }
 
@@ -126,11 +128,11 @@ class VmmBackend final : public DriverBackend {
     const driver::MemAllocationProp prop = device_allocation_prop(device_);
     driver::AllocationHandle handle = 0;
     Result r = api_.MemCreate(&handle, bytes, &prop, 0);
-    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemCreate")};
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::MemCreate)};
     r = api_.MemMap(addr, bytes, 0, handle, 0);
     if (r != driver::kSuccess) {
       api_.MemRelease(handle);
-      return {r, MATE_DRIVER_CALL(api_.kind, "MemMap")};
+      return {r, driver::call_name(api_, driver::Call::MemMap)};
     }
     driver::MemAccessDesc access;
     std::memset(&access, 0, sizeof access);
@@ -140,7 +142,7 @@ class VmmBackend final : public DriverBackend {
     if (r != driver::kSuccess) {
       api_.MemUnmap(addr, bytes);
       api_.MemRelease(handle);
-      return {r, MATE_DRIVER_CALL(api_.kind, "MemSetAccess")};
+      return {r, driver::call_name(api_, driver::Call::MemSetAccess)};
     }
     try {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -150,7 +152,7 @@ class VmmBackend final : public DriverBackend {
       api_.MemRelease(handle);
       return {driver::kErrorOutOfMemory, "map: out of host memory for the mapping table"};
     }
-    g_mapped_count[api_.kind == Kind::Musa ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
+    g_mapped_count[kind_index(api_.kind)].fetch_add(1, std::memory_order_relaxed);
     return Status::success();
   }
 
@@ -171,11 +173,11 @@ class VmmBackend final : public DriverBackend {
     if (r != driver::kSuccess) {
       std::lock_guard<std::mutex> lock(mutex_);
       mappings_.emplace(addr, mapping);  // still mapped: keep it findable
-      return {r, MATE_DRIVER_CALL(api_.kind, "MemUnmap")};
+      return {r, driver::call_name(api_, driver::Call::MemUnmap)};
     }
     // The physical memory is freed here: nothing else maps it.
     r = api_.MemRelease(mapping.handle);
-    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemRelease")};
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::MemRelease)};
     return Status::success();
   }
 
@@ -184,7 +186,7 @@ class VmmBackend final : public DriverBackend {
     ContextScope scope(api_, ctx_);
     if (scope.result() != driver::kSuccess) return context_failure(scope.result());
     const Result r = api_.MemcpyHtoD(dst, src, bytes);
-    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemcpyHtoD_v2")};
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::MemcpyHtoD)};
     return Status::success();
   }
 
@@ -193,7 +195,7 @@ class VmmBackend final : public DriverBackend {
     ContextScope scope(api_, ctx_);
     if (scope.result() != driver::kSuccess) return context_failure(scope.result());
     const Result r = api_.MemcpyDtoH(dst, src, bytes);
-    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemcpyDtoH_v2")};
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::MemcpyDtoH)};
     return Status::success();
   }
 
@@ -202,7 +204,7 @@ class VmmBackend final : public DriverBackend {
     ContextScope scope(api_, ctx_);
     if (scope.result() != driver::kSuccess) return context_failure(scope.result());
     const Result r = api_.MemsetD8(dst, value, bytes);
-    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "MemsetD8_v2")};
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::MemsetD8)};
     return Status::success();
   }
 
@@ -210,7 +212,7 @@ class VmmBackend final : public DriverBackend {
     ContextScope scope(api_, ctx_);
     if (scope.result() != driver::kSuccess) return context_failure(scope.result());
     const Result r = api_.CtxSynchronize();
-    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "CtxSynchronize")};
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::CtxSynchronize)};
     return Status::success();
   }
 
@@ -225,7 +227,7 @@ class VmmBackend final : public DriverBackend {
       *capturing = true;
       return Status::success();
     }
-    if (r != driver::kSuccess) return {r, MATE_DRIVER_CALL(api_.kind, "StreamIsCapturing")};
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::StreamIsCapturing)};
     // An invalidated capture is still a capture in progress: the stream is not usable normally.
     *capturing = status != driver::kStreamCaptureStatusNone;
     return Status::success();
@@ -240,10 +242,7 @@ class VmmBackend final : public DriverBackend {
   bool aligned(std::uintptr_t value) const noexcept { return (value & (granularity_ - 1)) == 0; }
   static Status invalid(const char* what) noexcept { return {driver::kErrorInvalidValue, what}; }
   Status context_failure(Result r) const noexcept {
-    return {r, api_.kind == Kind::Musa ? "muCtxGetCurrent/muCtxSetCurrent (making the device's "
-                                         "primary context current)"
-                                       : "cuCtxGetCurrent/cuCtxSetCurrent (making the device's "
-                                         "primary context current)"};
+    return {r, api_.symbols->make_context_current.c_str()};
   }
 
   Api api_;
@@ -263,18 +262,18 @@ bool load_and_init(Kind kind, Api* api, int* device_count, std::string* reason) 
   Result r = api->Init(0);
   if (r == driver::kErrorNoDevice) {
     *device_count = 0;
-    *reason = driver::describe_result(*api, MATE_DRIVER_CALL(kind, "Init"), r);
+    *reason = driver::describe_result(*api, driver::call_name(*api, driver::Call::Init), r);
     return true;
   }
   if (r != driver::kSuccess) {
     *reason = api->library + ": " +
-              driver::describe_result(*api, MATE_DRIVER_CALL(kind, "Init"), r);
+              driver::describe_result(*api, driver::call_name(*api, driver::Call::Init), r);
     return false;
   }
   r = api->DeviceGetCount(device_count);
   if (r != driver::kSuccess) {
     *reason = api->library + ": " +
-              driver::describe_result(*api, MATE_DRIVER_CALL(kind, "DeviceGetCount"), r);
+              driver::describe_result(*api, driver::call_name(*api, driver::Call::DeviceGetCount), r);
     return false;
   }
   if (*device_count == 0) *reason = "the driver sees no device";
@@ -288,7 +287,7 @@ bool query_arch(const Api& api, driver::Device device, DeviceArch* arch, std::st
     r = api.DeviceGetAttribute(&arch->minor, driver::kDeviceAttributeComputeCapabilityMinor,
                                device);
   if (r != driver::kSuccess) {
-    *reason = driver::describe_result(api, MATE_DRIVER_CALL(api.kind, "DeviceGetAttribute"), r);
+    *reason = driver::describe_result(api, driver::call_name(api, driver::Call::DeviceGetAttribute), r);
     return false;
   }
   return true;
@@ -327,7 +326,7 @@ DriverProbe probe_driver(Kind kind) {
     driver::Device device = 0;
     const Result r = api.DeviceGet(&device, i);
     if (r != driver::kSuccess) {
-      probe.reason = driver::describe_result(api, MATE_DRIVER_CALL(kind, "DeviceGet"), r);
+      probe.reason = driver::describe_result(api, driver::call_name(api, driver::Call::DeviceGet), r);
       probe.devices.clear();
       return probe;
     }
@@ -349,8 +348,7 @@ std::unique_ptr<DriverBackend> open_driver_backend(Kind kind, int device, std::s
     if (reason != nullptr) *reason = std::move(text);
     return nullptr;
   };
-  if (kind != Kind::Cuda && kind != Kind::Musa)
-    return fail("the driver backend serves CUDA or MUSA devices only");
+  if (find_vendor(kind) == nullptr) return fail("the driver backend serves device memory only, not the host's");
   Api api;
   int count = 0;
   if (!load_and_init(kind, &api, &count, &why)) return fail(why);
@@ -361,7 +359,7 @@ std::unique_ptr<DriverBackend> open_driver_backend(Kind kind, int device, std::s
   driver::Device handle = 0;
   Result r = api.DeviceGet(&handle, device);
   if (r != driver::kSuccess)
-    return fail(driver::describe_result(api, MATE_DRIVER_CALL(kind, "DeviceGet"), r));
+    return fail(driver::describe_result(api, driver::call_name(api, driver::Call::DeviceGet), r));
   DeviceArch arch;
   if (!query_arch(api, handle, &arch, &why)) return fail(why);
   const driver::MemAllocationProp prop = device_allocation_prop(device);
@@ -369,14 +367,14 @@ std::unique_ptr<DriverBackend> open_driver_backend(Kind kind, int device, std::s
   r = api.MemGetAllocationGranularity(&granularity, &prop, driver::kMemAllocGranularityMinimum);
   if (r != driver::kSuccess)
     return fail(
-        driver::describe_result(api, MATE_DRIVER_CALL(kind, "MemGetAllocationGranularity"), r));
+        driver::describe_result(api, driver::call_name(api, driver::Call::MemGetAllocationGranularity), r));
   if (granularity == 0 || (granularity & (granularity - 1)) != 0)
     return fail(api.library + ": the driver reports an allocation granularity of " +
                 std::to_string(granularity) + " bytes, not a power of two");
   driver::Context ctx = nullptr;
   r = api.DevicePrimaryCtxRetain(&ctx, handle);
   if (r != driver::kSuccess)
-    return fail(driver::describe_result(api, MATE_DRIVER_CALL(kind, "DevicePrimaryCtxRetain"), r));
+    return fail(driver::describe_result(api, driver::call_name(api, driver::Call::DevicePrimaryCtxRetain), r));
   return std::make_unique<VmmBackend>(std::move(api), device, handle, ctx, granularity, arch);
 }
 
@@ -389,18 +387,19 @@ std::unique_ptr<DriverBackend> open_selected_driver_backend(std::string* reason)
     return nullptr;
   }
   std::string why;
-  if (choice == "cuda" || choice == "musa") {
-    auto backend = open_driver_backend(choice == "cuda" ? Kind::Cuda : Kind::Musa, 0, &why);
+  if (const Vendor* named = find_vendor(choice)) {
+    auto backend = open_driver_backend(named->kind, 0, &why);
     if (!backend && reason != nullptr)
       *reason = choice + " driver (MATE_DEVICE_DRIVER=" + choice + "): " + why;
     return backend;
   }
-  std::string cuda_why;
-  if (auto backend = open_driver_backend(Kind::Cuda, 0, &cuda_why)) return backend;
-  std::string musa_why;
-  if (auto backend = open_driver_backend(Kind::Musa, 0, &musa_why)) return backend;
-  if (reason != nullptr)
-    *reason = "cuda driver: " + cuda_why + "; musa driver: " + musa_why;
+  // auto: the vendors in table order, the first with a device.
+  std::string whys;
+  for (const Vendor& v : vendors()) {
+    if (auto backend = open_driver_backend(v.kind, 0, &why)) return backend;
+    whys += (whys.empty() ? "" : "; ") + std::string(v.name) + " driver: " + why;
+  }
+  if (reason != nullptr) *reason = whys;
   return nullptr;
 }
 
@@ -425,25 +424,29 @@ DriverBackend* driver_backend_for(Kind kind) {
   DriverBackend* selected = driver_backend();
   if (selected != nullptr && selected->kind() == kind) return selected;
   if (config::device_driver() != "auto") return nullptr;  // the other kind was asked for by name
-  // auto picks one driver for the process (CUDA first); memory of the other kind (a MUSA dump
-  // replayed where both drivers are installed) gets a backend of its own, opened once, kept.
-  // (Function statics, not std::call_once: libstdc++'s call_once keeps its callable in TLS,
-  // whose dynamic blocks LeakSanitizer misreads at exit.)
-  const auto open_once = [](Kind k) {
-    std::string reason;
-    return open_driver_backend(k, 0, &reason).release();
+  // auto picks one driver for the process (the first vendor with a device); memory of another
+  // kind (a MUSA dump replayed where both drivers are installed) gets a backend of its own,
+  // opened once, kept. (A mutex, not std::call_once: libstdc++'s call_once keeps its callable
+  // in TLS, whose dynamic blocks LeakSanitizer misreads at exit.)
+  struct Opened {
+    std::mutex mutex;
+    bool tried[kKindCount] = {};
+    DriverBackend* backend[kKindCount] = {};
   };
-  if (kind == Kind::Musa) {
-    static DriverBackend* const musa = open_once(Kind::Musa);
-    return musa;
+  static Opened* const opened = new Opened;  // never destroyed, like the backends
+  const std::size_t i = kind_index(kind);
+  std::lock_guard<std::mutex> lock(opened->mutex);
+  if (!opened->tried[i]) {
+    std::string reason;
+    opened->backend[i] = open_driver_backend(kind, 0, &reason).release();
+    opened->tried[i] = true;
   }
-  static DriverBackend* const cuda = open_once(Kind::Cuda);
-  return cuda;
+  return opened->backend[i];
 }
 
 std::uint64_t device_memory_mapped_count(Kind kind) noexcept {
   if (kind == Kind::Host) return 0;
-  return g_mapped_count[kind == Kind::Musa ? 1 : 0].load(std::memory_order_relaxed);
+  return g_mapped_count[kind_index(kind)].load(std::memory_order_relaxed);
 }
 
 std::string device_backends_summary() {
@@ -454,8 +457,9 @@ std::string device_backends_summary() {
     return std::string("host (mmap); device drivers: not probed (") + e.what() + ")";
   }
   std::string out = "host (mmap)";
-  for (Kind kind : {Kind::Cuda, Kind::Musa}) {
-    const char* name = driver::kind_name(kind);
+  for (const Vendor& vendor : vendors()) {
+    const Kind kind = vendor.kind;
+    const char* name = vendor.name;
     out += std::string("; ") + name + " driver: ";
     if (choice != "auto" && choice != name) {
       out += "not used (MATE_DEVICE_DRIVER=" + choice + ")";

@@ -11,7 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "mate/config.hpp"
 #include "mate/core/atomic_file.hpp"
+#include "mate/device/vendors.hpp"
 
 namespace mate::jit {
 
@@ -70,8 +72,13 @@ namespace mate::jit::detail {
 namespace fs = std::filesystem;
 
 bool is_compiler_identity_input(const std::string& name) {
-  return name == kInputCompilerPath || name == kInputCompilerInvoked || name == kInputCompilerVersion ||
-         name == kInputHostCompiler || name == kInputNvccCcbin;
+  if (name == kInputCompilerPath || name == kInputCompilerInvoked || name == kInputCompilerVersion ||
+      name == kInputHostCompiler)
+    return true;
+  // The variable choosing a separate host compiler (a vendor row's: NVCC_CCBIN).
+  for (const device::Vendor& v : device::vendors())
+    if (v.host_compiler_variable && name == config::info(*v.host_compiler_variable).name) return true;
+  return false;
 }
 
 std::string aot_mismatch(const Plan& plan, const Manifest& m) {

@@ -22,6 +22,7 @@
 #include "mate/config.hpp"
 #include "mate/core/file_lock.hpp"
 #include "mate/jit/module.hpp"
+#include "mate/device/vendors.hpp"
 
 namespace mate::jit {
 
@@ -48,14 +49,13 @@ void* Module::symbol(std::string_view symbol_name) const {
   return p;
 }
 
-std::string_view to_string(Toolchain t) {
-  switch (t) {
-    case Toolchain::Host: return "host";
-    case Toolchain::Cuda: return "cuda";
-    case Toolchain::Musa: return "musa";
-  }
-  return "?";
-}
+static_assert(static_cast<int>(Toolchain::Host) == static_cast<int>(device::Kind::Host));
+static_assert(static_cast<int>(Toolchain::Cuda) == static_cast<int>(device::Kind::Cuda));
+static_assert(static_cast<int>(Toolchain::Musa) == static_cast<int>(device::Kind::Musa));
+
+device::Kind device_kind(Toolchain t) noexcept { return static_cast<device::Kind>(t); }
+
+std::string_view to_string(Toolchain t) { return device::kind_name(device_kind(t)); }
 
 std::string_view to_string(Origin o) {
   switch (o) {

@@ -8,6 +8,7 @@
 #include "jit/hash.hpp"
 #include "jit/toolchain.hpp"
 #include "mate/config.hpp"
+#include "mate/device/vendors.hpp"
 
 namespace mate::jit::detail {
 
@@ -46,36 +47,38 @@ void validate(const ModuleSpec& spec) {
   }
 }
 
+// The vendor row of a device toolchain (mate/device/vendors.hpp); nullptr for the host's.
+const device::Vendor* vendor_of(Toolchain t) { return device::find_vendor(device_kind(t)); }
+
+// Headers are never compiled (every vendor's header extension included); a device toolchain
+// compiles every vendor's source extension and C++.
 bool is_compiled(Toolchain t, const std::string& filename) {
-  auto ends = [&](const char* ext) {
-    std::string e(ext);
+  auto ends = [&](std::string_view e) {
     return filename.size() > e.size() && filename.compare(filename.size() - e.size(), e.size(), e) == 0;
   };
-  if (ends(".h") || ends(".hpp") || ends(".cuh") || ends(".muh") || ends(".inc")) return false;
-  if (t == Toolchain::Host) return ends(".cpp") || ends(".cc") || ends(".cxx") || ends(".c");
-  return ends(".cu") || ends(".mu") || ends(".cpp") || ends(".cc");
+  if (ends(".h") || ends(".hpp") || ends(".inc")) return false;
+  for (const device::Vendor& v : device::vendors())
+    if (ends(v.header_extension)) return false;
+  if (vendor_of(t) == nullptr) return ends(".cpp") || ends(".cc") || ends(".cxx") || ends(".c");
+  for (const device::Vendor& v : device::vendors())
+    if (ends(v.source_extension)) return true;
+  return ends(".cpp") || ends(".cc");
 }
 
 std::vector<std::string> base_compile_flags(Toolchain t) {
-  switch (t) {
-    case Toolchain::Host:
-      return {"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-Iinclude"};
-    case Toolchain::Cuda:
-      return {"-std=c++17", "-O2", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
-              "-Iinclude", kArchFlagsToken};
-    case Toolchain::Musa:
-      return {"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-Iinclude", kArchFlagsToken};
-  }
-  return {};
+  const device::Vendor* v = vendor_of(t);
+  if (v == nullptr) return {"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-Iinclude"};
+  std::vector<std::string> flags{"-std=c++17", "-O2"};
+  flags.insert(flags.end(), v->pic_flags.begin(), v->pic_flags.end());
+  flags.insert(flags.end(), {"-Iinclude", kArchFlagsToken});
+  return flags;
 }
 
-std::pair<const char*, std::string> extra_flags(Toolchain t) {
-  switch (t) {
-    case Toolchain::Host: return {"MATE_EXTRA_CFLAGS", config::extra_cflags()};
-    case Toolchain::Cuda: return {"MATE_EXTRA_CUDAFLAGS", config::extra_cudaflags()};
-    case Toolchain::Musa: return {"MATE_EXTRA_MUSAFLAGS", config::extra_musaflags()};
-  }
-  return {"", ""};
+// The MATE_EXTRA_*FLAGS variable of the toolchain, by name, and its value.
+std::pair<std::string, std::string> extra_flags(Toolchain t) {
+  const device::Vendor* v = vendor_of(t);
+  if (v == nullptr) return {"MATE_EXTRA_CFLAGS", config::extra_cflags()};
+  return {std::string(config::info(v->extra_flags_variable).name), config::get(v->extra_flags_variable).text};
 }
 
 }  // namespace
@@ -191,10 +194,8 @@ Plan make_plan(const ModuleSpec& spec, const std::string& memo_dir) {
     step.args = base_compile_flags(spec.toolchain);
     step.args.insert(step.args.end(), spec.cflags.begin(), spec.cflags.end());
     for (auto& f : split_flags(extra_value)) step.args.push_back(f);
-    if (spec.toolchain == Toolchain::Musa) {
-      step.args.push_back("-x");
-      step.args.push_back("musa");
-    }
+    if (const device::Vendor* v = vendor_of(spec.toolchain))
+      step.args.insert(step.args.end(), v->language_flags.begin(), v->language_flags.end());
     step.args.insert(step.args.end(), {"-c", step.inputs[0], "-o", step.output});
     objects.push_back(step.output);
     plan.steps.push_back(std::move(step));
@@ -227,18 +228,20 @@ Plan make_plan(const ModuleSpec& spec, const std::string& memo_dir) {
   // The name it is run as: ccache and clang choose their behaviour by it.
   in.push_back({kInputCompilerInvoked, plan.compiler_known ? plan.compiler.invoked : "unknown"});
   in.push_back({kInputCompilerVersion, plan.compiler_known ? plan.compiler.version : "unknown"});
-  if (spec.toolchain == Toolchain::Cuda) {
+  const device::Vendor* vendor = vendor_of(spec.toolchain);
+  if (vendor != nullptr && vendor->separate_host_compiler) {
     // nvcc compiles host code with another compiler and reads flags from its own environment:
     // both change the binary. (-ccbin is an argument of the compiler, like its path: the
     // recorded commands stay comparable between machines.)
     in.push_back({kInputHostCompiler, tc.host_compiler.empty() ? "unknown" : tc.host_compiler});
-    in.push_back({kInputNvccCcbin, config::nvcc_ccbin()});
+    if (vendor->host_compiler_variable)  // NVCC_CCBIN
+      in.push_back({std::string(config::info(*vendor->host_compiler_variable).name),
+                    config::get(*vendor->host_compiler_variable).text});
   }
   in.push_back({extra_var, extra_value});
-  if (spec.toolchain == Toolchain::Cuda) {
-    in.push_back({"NVCC_PREPEND_FLAGS", config::nvcc_prepend_flags()});
-    in.push_back({"NVCC_APPEND_FLAGS", config::nvcc_append_flags()});
-  }
+  if (vendor != nullptr)
+    for (config::Var v : vendor->compiler_environment)  // NVCC_PREPEND_FLAGS, NVCC_APPEND_FLAGS
+      in.push_back({std::string(config::info(v).name), config::get(v).text});
   in.push_back({"MATE_EXTRA_LDFLAGS", ldflags_value});
   for (const auto& step : plan.steps) in.push_back({"command " + step.output, recorded_command(step)});
 

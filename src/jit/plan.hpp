@@ -23,7 +23,6 @@ inline constexpr const char* kInputCompilerInvoked = "compiler_invoked";
 inline constexpr const char* kInputCompilerVersion = "compiler_version";
 inline constexpr const char* kInputTargetArch = "target_arch";
 inline constexpr const char* kInputHostCompiler = "host_compiler";
-inline constexpr const char* kInputNvccCcbin = "NVCC_CCBIN";
 // Placeholder in recorded command lines for the compiler and for the per-arch flags.
 inline constexpr const char* kCompilerToken = "<compiler>";
 inline constexpr const char* kArchFlagsToken = "<arch-flags>";

@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "mate/config.hpp"
+#include "mate/device/vendors.hpp"
 #include "mate/core/child_environment.hpp"
 
 // The build tools (ninja, compilers) get this process's environment, so that what the user set
@@ -43,14 +44,20 @@ std::string absolute_path(const std::string& path) {
   return p.string();
 }
 
-// The variables nvcc reads from its environment and the key records: an override in this
-// process (tests, embedding applications) must reach nvcc too, or the key would lie.
+// The variables a device compiler reads from its environment and the key records (its vendor
+// row's compiler_environment and host_compiler_variable: NVCC_PREPEND_FLAGS, NVCC_APPEND_FLAGS,
+// NVCC_CCBIN): an override in this process (tests, embedding applications) must reach the
+// compiler too, or the key would lie.
 void apply_build_overrides(std::vector<std::string>& env) {
-  for (config::Var v : {config::Var::NVCC_PREPEND_FLAGS, config::Var::NVCC_APPEND_FLAGS, config::Var::NVCC_CCBIN}) {
-    if (config::source(v) != config::Source::Override) continue;
+  auto apply = [&](config::Var v) {
+    if (config::source(v) != config::Source::Override) return;
     std::string prefix = std::string(config::info(v).name) + "=";
     std::erase_if(env, [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
     if (auto value = config::raw(v)) env.push_back(prefix + *value);
+  };
+  for (const device::Vendor& vendor : device::vendors()) {
+    for (config::Var v : vendor.compiler_environment) apply(v);
+    if (vendor.host_compiler_variable) apply(*vendor.host_compiler_variable);
   }
 }
 }  // namespace

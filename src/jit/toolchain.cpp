@@ -23,6 +23,7 @@
 #include "mate/config.hpp"
 #include "mate/core/atomic_file.hpp"
 #include "mate/device/driver.hpp"
+#include "mate/device/vendors.hpp"
 
 namespace mate::jit::detail {
 
@@ -32,10 +33,15 @@ std::mutex& detector_mutex() {
   static std::mutex m;
   return m;
 }
-std::array<DeviceArchDetector, 3>& detectors() {
-  static std::array<DeviceArchDetector, 3> d{};
+std::array<DeviceArchDetector, device::kKindCount>& detectors() {  // by device::Kind
+  static std::array<DeviceArchDetector, device::kKindCount> d{};
   return d;
 }
+
+// The vendor row of a device toolchain; nullptr for the host toolchain.
+const device::Vendor* vendor_of(Toolchain t) { return device::find_vendor(device_kind(t)); }
+
+std::string variable_name(config::Var v) { return std::string(config::info(v).name); }
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
@@ -60,30 +66,25 @@ std::string arch_digits(const std::string& arch) {
 
 struct CompilerChoice {
   std::string value;     // what to look for
-  const char* variable;  // where it came from, for messages
+  std::string variable;  // where it came from, for messages
   const char* fallback;  // vendor default path, or nullptr
 };
 
 CompilerChoice compiler_choice(Toolchain t) {
-  switch (t) {
-    case Toolchain::Host: {
-      std::string cxx = config::cxx();
-      return {cxx.empty() ? "c++" : cxx, "CXX", nullptr};
-    }
-    case Toolchain::Cuda: {
-      std::string nvcc = config::nvcc();
-      return {nvcc.empty() ? "nvcc" : nvcc, "MATE_NVCC", "/usr/local/cuda/bin/nvcc"};
-    }
-    case Toolchain::Musa: {
-      std::string mcc = config::mcc();
-      return {mcc.empty() ? "mcc" : mcc, "MATE_MCC", "/usr/local/musa/bin/mcc"};
-    }
+  const device::Vendor* v = vendor_of(t);
+  if (v == nullptr) {
+    std::string cxx = config::cxx();
+    return {cxx.empty() ? "c++" : cxx, "CXX", nullptr};
   }
-  return {"c++", "CXX", nullptr};
+  std::string value = config::get(v->compiler_variable).text;
+  return {value.empty() ? v->compiler : value, variable_name(v->compiler_variable), v->compiler_fallback};
 }
 
-const char* arch_variable(Toolchain t) {
-  return t == Toolchain::Cuda ? "MATE_CUDA_ARCH_LIST" : "MATE_MUSA_ARCH_LIST";
+// `flag` with every "{}" replaced by `digits`.
+std::string arch_flag(std::string flag, const std::string& digits) {
+  for (std::size_t at = flag.find("{}"); at != std::string::npos; at = flag.find("{}", at + digits.size()))
+    flag.replace(at, 2, digits);
+  return flag;
 }
 
 // Why `value` (a compiler variable's value) names no runnable program.
@@ -100,23 +101,26 @@ std::string identity(const std::string& invoked, const std::string& memo_dir) {
   return fmt::format("{} ({})\n{}", invoked, resolved, compiler_version(invoked, resolved, memo_dir));
 }
 
-// The host compiler(s) nvcc will run, as key text, and the arguments that choose it. CXX, when
+// The host compiler(s) a compiler with a separate host compiler (nvcc: the row's
+// separate_host_compiler) will run, as key text, and the arguments that choose it. CXX, when
 // set, is passed as -ccbin (builds honour CXX for host code; -ccbin also beats NVCC_CCBIN).
-// Otherwise nvcc takes NVCC_CCBIN (a program or a directory holding gcc and g++), else gcc and
-// g++ on PATH: a wrapper first on PATH changes the binary, so it changes the key.
-// Returns a problem ("" when none).
-std::string resolve_nvcc_host_compiler(ToolchainResolution& r, const std::string& memo_dir) {
+// Otherwise nvcc takes NVCC_CCBIN (the row's host_compiler_variable: a program or a directory
+// holding gcc and g++), else gcc and g++ on PATH: a wrapper first on PATH changes the binary, so
+// it changes the key. Returns a problem ("" when none).
+std::string resolve_separate_host_compiler(const device::Vendor& v, ToolchainResolution& r,
+                                           const std::string& memo_dir) {
   std::string cxx = config::cxx();
   if (!cxx.empty()) {
     auto found = find_program(cxx);
     if (!found)
-      return fmt::format("CXX='{}' (nvcc's host compiler, passed as -ccbin) {}", cxx, not_found_reason(cxx));
+      return fmt::format("CXX='{}' ({}'s host compiler, passed as -ccbin) {}", cxx, v.compiler,
+                         not_found_reason(cxx));
     r.compiler_args = {"-ccbin", *found};
     r.host_compiler = identity(*found, memo_dir);
     return "";
   }
   std::vector<std::string> programs;
-  std::string ccbin = config::nvcc_ccbin();
+  std::string ccbin = v.host_compiler_variable ? config::get(*v.host_compiler_variable).text : "";
   std::error_code ec;
   if (!ccbin.empty() && std::filesystem::is_directory(ccbin, ec)) {
     programs = {ccbin + "/gcc", ccbin + "/g++"};
@@ -127,7 +131,7 @@ std::string resolve_nvcc_host_compiler(ToolchainResolution& r, const std::string
   }
   for (const auto& p : programs) {
     auto found = find_program(p);
-    // nvcc reports a host compiler it cannot find; the key only needs to tell the cases apart.
+    // The compiler reports a host compiler it cannot find; the key only tells the cases apart.
     r.host_compiler += (r.host_compiler.empty() ? "" : "\n") + (found ? identity(*found, memo_dir) : p + ": not found");
   }
   return "";
@@ -166,24 +170,30 @@ std::vector<std::string> normalize_arch_list(std::vector<std::string> list) {
 }
 
 std::optional<std::vector<std::string>> device_arch_list(Toolchain t, std::string* why) {
-  std::vector<std::string> list = t == Toolchain::Cuda ? config::cuda_arch_list() : config::musa_arch_list();
+  const device::Vendor* v = vendor_of(t);
+  if (v == nullptr) {
+    if (why) *why = "the host toolchain has no device arch list";
+    return std::nullopt;
+  }
+  std::vector<std::string> list = config::get(v->arch_list_variable).list;
   if (!list.empty()) return normalize_arch_list(std::move(list));
   DeviceArchDetector detector;
   {
     std::lock_guard<std::mutex> lock(detector_mutex());
-    detector = detectors()[t == Toolchain::Cuda ? 1 : 2];
+    detector = detectors()[device::kind_index(v->kind)];
   }
-  const char* kind = t == Toolchain::Cuda ? "CUDA" : "MUSA";
+  const char* kind = v->title;
+  const std::string variable = variable_name(v->arch_list_variable);
   if (detector == nullptr) {
     // Default: ask the driver backend which devices are visible.
-    device::DriverProbe probe = device::probe_driver(t == Toolchain::Cuda ? device::Kind::Cuda : device::Kind::Musa);
+    device::DriverProbe probe = device::probe_driver(v->kind);
     for (const device::DeviceArch& a : probe.devices) list.push_back(device::to_string(a));
     if (list.empty()) {
       if (why)
         *why = fmt::format("no {} arch list: {} is unset and no {} device was detected ({}); set {}, "
                            "e.g. {}=\"{}\"",
-                           kind, arch_variable(t), kind, probe.reason.empty() ? "no device" : probe.reason,
-                           arch_variable(t), arch_variable(t), t == Toolchain::Cuda ? "9.0" : "3.1");
+                           kind, variable, kind, probe.reason.empty() ? "no device" : probe.reason,
+                           variable, variable, v->example_arch);
       return std::nullopt;
     }
     return normalize_arch_list(std::move(list));
@@ -192,7 +202,7 @@ std::optional<std::vector<std::string>> device_arch_list(Toolchain t, std::strin
   if (list.empty()) {
     if (why)
       *why = fmt::format("no {} arch list: {} is unset and no {} device is visible (set {})", kind,
-                         arch_variable(t), kind, arch_variable(t));
+                         variable, kind, variable);
     return std::nullopt;
   }
   return normalize_arch_list(std::move(list));
@@ -261,7 +271,8 @@ std::string compiler_version(const std::string& invoked, const std::string& reso
 
 ToolchainResolution resolve_toolchain(Toolchain t, const std::string& memo_dir) {
   ToolchainResolution r;
-  if (t == Toolchain::Host) {
+  const device::Vendor* vendor = vendor_of(t);
+  if (vendor == nullptr) {
     r.arch_list = {host_arch()};
     r.arch_dir = r.arch_list[0];
   } else {
@@ -269,16 +280,10 @@ ToolchainResolution resolve_toolchain(Toolchain t, const std::string& memo_dir) 
     auto list = device_arch_list(t, &why);
     if (list) {
       r.arch_list = *list;
-      r.arch_dir = std::string(t == Toolchain::Cuda ? "cuda" : "musa");
+      r.arch_dir = vendor->name;
       for (const auto& a : r.arch_list) {
         r.arch_dir += "_" + a;
-        if (t == Toolchain::Cuda) {
-          std::string d = arch_digits(a);
-          r.arch_flags.push_back("-gencode");
-          r.arch_flags.push_back(fmt::format("arch=compute_{},code=sm_{}", d, d));
-        } else {
-          r.arch_flags.push_back("--offload-arch=mp_" + arch_digits(a));
-        }
+        for (const char* flag : vendor->arch_flags) r.arch_flags.push_back(arch_flag(flag, arch_digits(a)));
       }
     } else {
       r.problem = why;
@@ -296,7 +301,7 @@ ToolchainResolution resolve_toolchain(Toolchain t, const std::string& memo_dir) 
   if (!found && choice.fallback != nullptr && choice.value.find('/') == std::string::npos)
     found = detail::find_program(choice.fallback);
   if (!found) {
-    std::string tool = t == Toolchain::Host ? "C++ compiler" : t == Toolchain::Cuda ? "nvcc" : "mcc";
+    std::string tool = vendor == nullptr ? "C++ compiler" : vendor->compiler;
     std::string p = fmt::format("{} not found: {}='{}' {} (set {} to a compiler program)", tool, choice.variable,
                                 choice.value, not_found_reason(choice.value), choice.variable);
     if (choice.fallback != nullptr && choice.value.find('/') == std::string::npos)
@@ -309,8 +314,8 @@ ToolchainResolution resolve_toolchain(Toolchain t, const std::string& memo_dir) 
   c.resolved = realpath_or_same(*found);
   c.version = compiler_version(c.invoked, c.resolved, memo_dir);
   r.compiler = std::move(c);
-  if (t == Toolchain::Cuda) {
-    if (std::string p = resolve_nvcc_host_compiler(r, memo_dir); !p.empty())
+  if (vendor != nullptr && vendor->separate_host_compiler) {
+    if (std::string p = resolve_separate_host_compiler(*vendor, r, memo_dir); !p.empty())
       r.problem = r.problem.empty() ? p : r.problem + "; " + p;
   }
   return r;
@@ -322,7 +327,7 @@ namespace mate::jit {
 
 void set_device_arch_detector(device::Kind kind, DeviceArchDetector detector) {
   std::lock_guard<std::mutex> lock(detail::detector_mutex());
-  detail::detectors()[static_cast<std::size_t>(kind)] = detector;
+  detail::detectors()[device::kind_index(kind)] = detector;
 }
 
 }  // namespace mate::jit

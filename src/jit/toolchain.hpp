@@ -1,4 +1,6 @@
-// Which compiler builds a toolchain's modules, what it says it is, and for which archs.
+// Which compiler builds a toolchain's modules, what it says it is, and for which archs (a
+// device toolchain's compiler, variables and arch flags are its vendor row's,
+// mate/device/vendors.hpp).
 #pragma once
 
 #include <optional>
@@ -15,13 +17,13 @@ struct ToolchainResolution {
   std::vector<std::string> arch_flags;  // compiler flags selecting the archs
   std::optional<Compiler> compiler;     // nullopt when not found
   std::vector<std::string> compiler_args;  // right after the compiler: nvcc's -ccbin CXX
-  std::string host_compiler;            // CUDA: identity of nvcc's host compiler(s); else ""
+  std::string host_compiler;  // a separate host compiler's identity (nvcc's); else ""
   std::string problem;                  // why modules of this toolchain cannot be built here
 };
 
-// Resolves the compiler (CXX / MATE_NVCC / MATE_MCC, then PATH, then the vendor default) and
-// the arch list (host arch; MATE_*_ARCH_LIST; the registered device detector), and for CUDA
-// nvcc's host compiler. Never throws for a missing compiler or arch: `problem` says what is
+// Resolves the compiler (CXX / the vendor row's compiler_variable, then PATH, then the row's
+// compiler_fallback) and the arch list (host arch; the row's MATE_*_ARCH_LIST; the registered
+// device detector), and a separate host compiler where the row has one (nvcc's). Never throws for a missing compiler or arch: `problem` says what is
 // missing and how to fix it.
 ToolchainResolution resolve_toolchain(Toolchain toolchain, const std::string& memo_dir);
 

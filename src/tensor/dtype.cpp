@@ -1,4 +1,5 @@
-// DLPack type and device codes -> MATE's names (see dtype.hpp for the codes 0.6 lacks).
+// DLPack type and device codes -> MATE's names (see dtype.hpp for the codes 0.6 lacks); which
+// device code is whose memory comes from the vendor table (mate/device/vendors.hpp).
 #include "mate/tensor/dtype.hpp"
 
 #include <fmt/format.h>
@@ -73,35 +74,31 @@ DLDataType dl_dtype(ScalarType s) noexcept {
   return make(kDLOpaqueHandle, 0);
 }
 
+// Memory's vendor enumerators mirror device::Kind, so the vendor table maps both ways.
+static_assert(static_cast<int>(Memory::Host) == static_cast<int>(device::Kind::Host));
+static_assert(static_cast<int>(Memory::Cuda) == static_cast<int>(device::Kind::Cuda));
+static_assert(static_cast<int>(Memory::Musa) == static_cast<int>(device::Kind::Musa));
+static_assert(static_cast<std::size_t>(Memory::Other) == device::kKindCount);
+
 Memory memory_of(DLDevice d) noexcept {
-  switch (d.device_type) {
-    case kDLCPU:
-    case kDLCUDAHost:  // pinned host memory: host-readable
-      return Memory::Host;
-    case kDLCUDA:
-    case kDLCUDAManaged:
-      return Memory::Cuda;
-    case kDLMUSA:
-      return Memory::Musa;
-    default:
-      return Memory::Other;
-  }
+  if (d.device_type == kDLCPU || device::find_vendor_of_pinned_host(d.device_type) != nullptr)
+    return Memory::Host;  // pinned host memory is host-readable
+  if (const device::Vendor* v = device::find_vendor(d.device_type))
+    return static_cast<Memory>(device::kind_index(v->kind));
+  return Memory::Other;
 }
 
 std::string device_name(DLDevice d) {
-  switch (d.device_type) {
-    case kDLCPU: return "cpu";
-    case kDLCUDAHost: return "cuda_host";
-    case kDLCUDA: return fmt::format("cuda:{}", d.device_id);
-    case kDLCUDAManaged: return fmt::format("cuda_managed:{}", d.device_id);
-    case kDLMUSA: return fmt::format("musa:{}", d.device_id);
-    default: return fmt::format("dlpack_device({}):{}", static_cast<int>(d.device_type), d.device_id);
-  }
+  if (d.device_type == kDLCPU) return "cpu";
+  if (const device::Vendor* v = device::find_vendor_of_pinned_host(d.device_type))
+    return fmt::format("{}_host", v->name);
+  if (const device::Vendor* v = device::find_vendor(d.device_type))
+    return fmt::format("{}{}:{}", v->name, d.device_type == v->dl_device ? "" : "_managed", d.device_id);
+  return fmt::format("dlpack_device({}):{}", static_cast<int>(d.device_type), d.device_id);
 }
 
 device::Kind device_kind(Memory m) noexcept {
-  return m == Memory::Cuda ? device::Kind::Cuda : m == Memory::Musa ? device::Kind::Musa
-                                                                     : device::Kind::Host;
+  return m == Memory::Other ? device::Kind::Host : static_cast<device::Kind>(m);
 }
 
 }  // namespace mate::tensor

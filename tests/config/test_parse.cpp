@@ -22,9 +22,9 @@ std::string error_of(Var v, std::string_view text) {
 
 TEST(ParseBool, AcceptsEveryDocumentedSpellingInAnyCaseAndTrimmed) {
   for (const char* t : {"1", "true", "TRUE", "True", "yes", "YES", "on", "On", "  1 ", "\ttrue\n"})
-    EXPECT_TRUE(parse(Var::MATE_DISABLE_JIT, t).b) << t;
+    EXPECT_TRUE(parse(Var::MATE_DISABLE_JIT, t).boolean) << t;
   for (const char* t : {"0", "false", "FALSE", "no", "No", "off", "OFF", " 0 "})
-    EXPECT_FALSE(parse(Var::MATE_DISABLE_JIT, t).b) << t;
+    EXPECT_FALSE(parse(Var::MATE_DISABLE_JIT, t).boolean) << t;
 }
 
 TEST(ParseBool, RejectsAnythingElseNamingVariableValueAndAccepted) {
@@ -38,15 +38,15 @@ TEST(ParseBool, RejectsAnythingElseNamingVariableValueAndAccepted) {
 }
 
 TEST(ParseEmpty, CountsAsUnsetAndGivesTheDefault) {
-  EXPECT_EQ(parse(Var::MATE_LOGLEVEL, "").i, 0);
-  EXPECT_EQ(parse(Var::MATE_LOGLEVEL, "   ").i, 0);
-  EXPECT_EQ(parse(Var::MATE_DEEPGEMM_MK_ALIGNMENT, "").i, 128);
-  EXPECT_EQ(parse(Var::MATE_DUMP_DIR, "").s, "mate_dumps");
-  EXPECT_TRUE(parse(Var::MATE_MCC, "").s.empty());
+  EXPECT_EQ(parse(Var::MATE_LOGLEVEL, "").integer, 0);
+  EXPECT_EQ(parse(Var::MATE_LOGLEVEL, "   ").integer, 0);
+  EXPECT_EQ(parse(Var::MATE_DEEPGEMM_MK_ALIGNMENT, "").integer, 128);
+  EXPECT_EQ(parse(Var::MATE_DUMP_DIR, "").text, "mate_dumps");
+  EXPECT_TRUE(parse(Var::MATE_MCC, "").text.empty());
 }
 
 TEST(ParseInt, LogLevelOnlyDocumentedLevels) {
-  for (int level : {0, 1, 3, 5, 10}) EXPECT_EQ(parse(Var::MATE_LOGLEVEL, std::to_string(level)).i, level);
+  for (int level : {0, 1, 3, 5, 10}) EXPECT_EQ(parse(Var::MATE_LOGLEVEL, std::to_string(level)).integer, level);
   for (const char* t : {"2", "4", "6", "11", "-1"}) {
     std::string msg = error_of(Var::MATE_LOGLEVEL, t);
     EXPECT_THAT(msg, HasSubstr("one of 0, 1, 3, 5, 10"));
@@ -59,20 +59,20 @@ TEST(ParseInt, MustBeConsumedWhole) {
 }
 
 TEST(ParseInt, DeepGemmAlignmentOnly128Or256) {
-  EXPECT_EQ(parse(Var::MATE_DEEPGEMM_MK_ALIGNMENT, "256").i, 256);
+  EXPECT_EQ(parse(Var::MATE_DEEPGEMM_MK_ALIGNMENT, "256").integer, 256);
   EXPECT_THAT(error_of(Var::MATE_DEEPGEMM_MK_ALIGNMENT, "64"), HasSubstr("one of 128, 256"));
 }
 
 TEST(ParseInt, RangesAreChecked) {
-  EXPECT_EQ(parse(Var::MATE_PYTEST_SHARD_TOTAL, "4").i, 4);
+  EXPECT_EQ(parse(Var::MATE_PYTEST_SHARD_TOTAL, "4").integer, 4);
   EXPECT_THAT(error_of(Var::MATE_PYTEST_SHARD_TOTAL, "0"), HasSubstr("an integer from 1 to 9223372036854775807"));
   EXPECT_THAT(error_of(Var::MATE_DUMP_MAX_COUNT, "-5"), HasSubstr("out of range"));
   EXPECT_THAT(error_of(Var::MAX_JOBS, "0"), HasSubstr("from 1 to"));
 }
 
 TEST(ParseFloat, WholeFiniteAndInRange) {
-  EXPECT_DOUBLE_EQ(parse(Var::MATE_DUMP_MAX_SIZE_GB, "0.5").f, 0.5);
-  EXPECT_DOUBLE_EQ(parse(Var::MATE_DUMP_MAX_SIZE_GB, "20").f, 20.0);
+  EXPECT_DOUBLE_EQ(parse(Var::MATE_DUMP_MAX_SIZE_GB, "0.5").real, 0.5);
+  EXPECT_DOUBLE_EQ(parse(Var::MATE_DUMP_MAX_SIZE_GB, "20").real, 20.0);
   EXPECT_THAT(error_of(Var::MATE_DUMP_MAX_SIZE_GB, "1.5GB"), HasSubstr("not a number"));
   EXPECT_THAT(error_of(Var::MATE_DUMP_MAX_SIZE_GB, "inf"), HasSubstr("finite"));
   EXPECT_THAT(error_of(Var::MATE_DUMP_MAX_SIZE_GB, "nan"), HasSubstr("finite"));
@@ -80,10 +80,10 @@ TEST(ParseFloat, WholeFiniteAndInRange) {
 }
 
 TEST(ParseEnum, ModesAndShardMode) {
-  EXPECT_EQ(parse(Var::MATE_GUARD_ALLOCATOR_MODE, "head").s, "head");
-  EXPECT_EQ(parse(Var::MATE_PYTEST_GUARD_MODE, " TAIL ").s, "tail");
+  EXPECT_EQ(parse(Var::MATE_GUARD_ALLOCATOR_MODE, "head").text, "head");
+  EXPECT_EQ(parse(Var::MATE_PYTEST_GUARD_MODE, " TAIL ").text, "tail");
   EXPECT_THAT(error_of(Var::MATE_GUARD_ALLOCATOR_MODE, "both"), HasSubstr("one of tail, head"));
-  EXPECT_EQ(parse(Var::MATE_PYTEST_SHARD_MODE, "file").s, "file");
+  EXPECT_EQ(parse(Var::MATE_PYTEST_SHARD_MODE, "file").text, "file");
   EXPECT_THAT(error_of(Var::MATE_PYTEST_SHARD_MODE, "test"), HasSubstr("one of file"));
 }
 
@@ -139,11 +139,11 @@ TEST(ParseScalar, AgreesWithParseOnEveryScalarVariable) {
       const bool blank_without_default = blank && v.default_value.empty();
       EXPECT_EQ(got.set, !blank_without_default) << v.name << "='" << text << "'";
       if (v.type == Type::Bool) {
-        EXPECT_EQ(got.b, want->b) << v.name << "='" << text << "'";
+        EXPECT_EQ(got.boolean, want->boolean) << v.name << "='" << text << "'";
       } else if (v.type == Type::Int) {
-        EXPECT_EQ(got.i, want->i) << v.name << "='" << text << "'";
+        EXPECT_EQ(got.integer, want->integer) << v.name << "='" << text << "'";
       } else {
-        EXPECT_EQ(std::string(got.choice), want->s) << v.name << "='" << text << "'";
+        EXPECT_EQ(std::string(got.choice), want->text) << v.name << "='" << text << "'";
       }
     }
   }

@@ -68,10 +68,10 @@ TEST(SeedVariables, TheTypedDefaultAgreesWithTheDocumentedOne) {
       continue;
     }
     switch (v.type) {
-      case Type::Bool: EXPECT_EQ(d.b, shown == "1") << s.name; break;
-      case Type::Int: EXPECT_EQ(std::to_string(d.i), shown) << s.name; break;
-      case Type::Float: EXPECT_EQ(d.f, std::stod(std::string(shown))) << s.name; break;
-      default: EXPECT_EQ(d.s, shown) << s.name; break;
+      case Type::Bool: EXPECT_EQ(d.boolean, shown == "1") << s.name; break;
+      case Type::Int: EXPECT_EQ(std::to_string(d.integer), shown) << s.name; break;
+      case Type::Float: EXPECT_EQ(d.real, std::stod(std::string(shown))) << s.name; break;
+      default: EXPECT_EQ(d.text, shown) << s.name; break;
     }
   }
 }

@@ -16,12 +16,13 @@
 #include "mate/config.hpp"
 #include "mate/core/signal_safe_format.hpp"
 #include "mate/device/driver.hpp"
+#include "mate/device/vendors.hpp"
 #include "subprocess.hpp"
 
 namespace mate::device {
 // Readable parameters in gtest's messages.
 void PrintTo(Kind kind, std::ostream* os) {
-  *os << (kind == Kind::Musa ? "musa" : kind == Kind::Cuda ? "cuda" : "host");
+  *os << kind_name(kind);
 }
 }  // namespace mate::device
 

@@ -19,7 +19,9 @@
 #include "jit/toolchain.hpp"
 #include "jit_test_support.hpp"
 #include "mate/config.hpp"
-#include "mate/jit/admin.hpp"
+#include "mate/jit/module_status.hpp"
+#include "mate/jit/aot_build.hpp"
+#include "mate/jit/clear_cache.hpp"
 #include "mate/jit/catalog.hpp"
 #include "mate/jit/module.hpp"
 

@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "mate/jit/admin.hpp"
+#include "mate/jit/module_status.hpp"
 #include "mate/ops/modules.hpp"
 #include "mate/ops/ops.hpp"
 #include "ops_test_support.hpp"

@@ -2,7 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "mate/jit/admin.hpp"
+#include "mate/jit/module_status.hpp"
 #include "mate/log/api.hpp"
 #include "mate/ops/contiguous_layout.hpp"
 #include "mate/ops/modules.hpp"

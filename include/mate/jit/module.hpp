@@ -43,8 +43,13 @@
 
 namespace mate::jit {
 
+// Who compiles a module: the host C++ compiler, or a vendor's device compiler (its row in
+// mate/device/vendors.hpp: nvcc, mcc). The device enumerators mirror device::Kind.
 enum class Toolchain { Host, Cuda, Musa };
+// "host", or the vendor's name ("cuda", "musa").
 std::string_view to_string(Toolchain t);
+// The kind of memory the toolchain's modules run on (Host for the host toolchain).
+device::Kind device_kind(Toolchain t) noexcept;
 
 // One source file of a module: `text` is a template in which {{param}} is replaced by the
 // value of `param` (every placeholder must have a value; "{{{{" writes a literal "{{").

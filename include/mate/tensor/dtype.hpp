@@ -6,6 +6,7 @@
 //   kDLBool = 6, kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12 (DLPack 1.1 dlpack.h).
 // Upstream DLPack has no MUSA device type. MATE reads kDLExtDev (12, "reserved extension
 // device") as MUSA and names it mate::tensor::kDLMUSA; a MUSA producer must export with it.
+// Which DLPack device codes belong to which vendor is the vendor table's (mate/device/vendors.hpp).
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "mate/device/backend.hpp"
+#include "mate/device/vendors.hpp"
 
 namespace mate::tensor {
 
@@ -21,8 +23,8 @@ namespace mate::tensor {
 inline constexpr std::uint8_t kDLBool = 6;
 inline constexpr std::uint8_t kDLFloat8_e4m3fn = 10;
 inline constexpr std::uint8_t kDLFloat8_e5m2 = 12;
-// MATE's device code for MUSA memory (DLPack's extension device).
-inline constexpr DLDeviceType kDLMUSA = kDLExtDev;
+// MATE's device code for MUSA memory (DLPack's extension device; the vendor table's).
+inline constexpr DLDeviceType kDLMUSA = device::kDLMUSA;
 
 // The element types MATE understands (lanes == 1). Everything else is Unsupported: its metadata
 // is still logged, with DLPack's code/bits/lanes, but it has no statistics.
@@ -43,7 +45,8 @@ bool is_floating(ScalarType s) noexcept;
 // DLDataType values for each ScalarType (for building tensors in code and tests).
 DLDataType dl_dtype(ScalarType s) noexcept;
 
-// Where the data lives, as far as reading it goes.
+// Where the data lives, as far as reading it goes: the host, one enumerator per device::Kind of
+// a vendor (same order and values as device::Kind), or somewhere MATE cannot read.
 enum class Memory { Host, Cuda, Musa, Other };
 Memory memory_of(DLDevice d) noexcept;
 // "cpu", "cuda:0", "cuda_host", "cuda_managed:1", "musa:0", "dlpack_device(4):0".

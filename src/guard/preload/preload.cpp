@@ -130,21 +130,21 @@ void start() noexcept {
   if (!g_state.compare_exchange_strong(expected, kStarting)) return;
   Inside inside;
   using mate::config::Var;
-  if (!read(Var::MATE_GUARD_ALLOCATOR_AUTO_INSTALL).b) {
+  if (!read(Var::MATE_GUARD_ALLOCATOR_AUTO_INSTALL).boolean) {
     g_state.store(kOff);
     return;
   }
   mate::guard::GuardAllocatorConfig config;
   if (read(Var::MATE_GUARD_ALLOCATOR_MODE).choice == "head") config.mode = mate::guard::Mode::Head;
   if (const mate::config::Scalar sync = read(Var::MATE_GUARD_ALLOCATOR_SYNC_ON_FREE); sync.set)
-    config.sync_on_free = sync.b;
-  config.log_allocations = read(Var::MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS).b;
+    config.sync_on_free = sync.boolean;
+  config.log_allocations = read(Var::MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS).boolean;
   config.skip_frames = 2;  // guard_alloc and malloc/calloc/...
-  config.backtraces = read(Var::MATE_GUARD_BACKTRACES).b;
+  config.backtraces = read(Var::MATE_GUARD_BACKTRACES).boolean;
   (void)read(Var::MATE_GUARD_SYMBOLIZE);  // read at report time, where a bad value cannot be said
-  g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).i);
+  g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).integer);
   if (const mate::config::Scalar mb = read(Var::MATE_GUARD_QUARANTINE_MB); mb.set)  // else the backend's default
-    config.quarantine_bytes = static_cast<std::size_t>(mb.i) << 20;
+    config.quarantine_bytes = static_cast<std::size_t>(mb.integer) << 20;
   config.map_entry_limit = map_entry_limit();
   g_config = config;
   try {

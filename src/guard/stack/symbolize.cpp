@@ -63,7 +63,7 @@ std::atomic<bool> g_busy{false};
 bool enabled() noexcept {
   const char* text = config::raw_env_unsafe(config::Var::MATE_GUARD_SYMBOLIZE);
   const config::Scalar value = config::parse_scalar(config::Var::MATE_GUARD_SYMBOLIZE, text == nullptr ? "" : text);
-  return !value.ok || value.b;  // a bad value is mate env's to report; the default is on
+  return !value.ok || value.boolean;  // a bad value is mate env's to report; the default is on
 }
 
 // addr2line in a directory of PATH, into `out`.

@@ -130,7 +130,7 @@ void warn_unknown_variables_once() {
     const char* silence = raw_env_unsafe(Var::MATE_WARN_UNKNOWN_ENV);
     if (silence != nullptr) {
       try {
-        if (!parse(Var::MATE_WARN_UNKNOWN_ENV, silence).b) return;
+        if (!parse(Var::MATE_WARN_UNKNOWN_ENV, silence).boolean) return;
       } catch (const ConfigError& e) {
         // Nothing else reads this variable: say it here, and warn as by default.
         std::fprintf(stderr, "mate: warning: %s Warning about unknown variables as by default.\n", e.what());

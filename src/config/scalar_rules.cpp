@@ -4,7 +4,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "config_internal.hpp"
+#include "scalar_rules.hpp"
 #include "mate/config.hpp"
 
 namespace mate::config {
@@ -102,8 +102,8 @@ Scalar parse_scalar(Var id, std::string_view text) noexcept {
     out.ok = true;
     return out;
   }
-  Rejection r = v.type == Type::Bool  ? read_bool(text, &out.b)
-                : v.type == Type::Int ? read_int(text, v.accepts, &out.i)
+  Rejection r = v.type == Type::Bool  ? read_bool(text, &out.boolean)
+                : v.type == Type::Int ? read_int(text, v.accepts, &out.integer)
                                       : read_choice(text, v.accepts, &out.choice);
   out.ok = out.set = r == Rejection::None;
   return out;

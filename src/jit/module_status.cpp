@@ -1,23 +1,22 @@
-#include "mate/jit/admin.hpp"
+// The state of each module as `mate module-status` shows it (AOT, cached, missing, stale, not
+// buildable) and the cache summary (size, arch lists, AOT roots).
+#include "mate/jit/module_status.hpp"
 
-#include <signal.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "jit/aot.hpp"
 #include "jit/build.hpp"
 #include "jit/cache.hpp"
 #include "jit/toolchain.hpp"
 #include "mate/config.hpp"
+#include "mate/device/vendors.hpp"
 
 namespace mate::jit {
 
@@ -183,108 +182,11 @@ CacheSummary cache_summary() {
     auto list = device_arch_list(t, &why);
     return list ? fmt::format("{}", fmt::join(*list, " ")) : why;
   };
-  c.cuda_archs = archs(Toolchain::Cuda);
-  c.musa_archs = archs(Toolchain::Musa);
+  for (const device::Vendor& v : device::vendors())
+    c.device_archs.push_back({v.kind, archs(static_cast<Toolchain>(device::kind_index(v.kind)))});
   c.jit_enabled = !config::disable_jit();
   c.aot_directories = aot_directories();
   return c;
-}
-
-namespace {
-
-constexpr const char* kTrashPrefix = ".mate-trash-";
-
-// Removes what a clear-cache killed midway left: .mate-trash-<pid>-<n>@<host> directories under
-// `parent`, of this host (a host name holds no '@', so the name parses from the end without
-// doubt), whose process is dead. One whose process lives is still being deleted by it.
-void remove_dead_trash(const std::string& parent, ClearResult& r) {
-  const std::string suffix = "@" + hostname();
-  std::error_code ec;
-  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.rfind(kTrashPrefix, 0) != 0 || name.size() <= suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    const std::string middle = name.substr(std::strlen(kTrashPrefix), name.size() - suffix.size() - std::strlen(kTrashPrefix));
-    char* after = nullptr;
-    long pid = std::strtol(middle.c_str(), &after, 10);
-    if (pid <= 0 || after == nullptr || *after != '-') continue;
-    char* end_of_n = nullptr;
-    (void)std::strtol(after + 1, &end_of_n, 10);
-    if (end_of_n == after + 1 || *end_of_n != '\0') continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    r.leftover_bytes += directory_size(it->path().string());
-    r.leftovers.push_back(it->path().string());
-    remove_tree(it->path().string());
-  }
-}
-
-}  // namespace
-
-ClearResult clear_cache(bool all_versions) {
-  ClearResult r;
-  const std::string base = workspace_base();
-  r.path = all_versions ? base + "/.cache/mate" : cache_root();
-  remove_dead_trash(base + "/.cache/mate", r);
-  remove_dead_trash(base + "/.cache", r);
-  struct stat st {};
-  if (::stat(r.path.c_str(), &st) != 0) return r;
-  // Only a directory can be the cache: anything else there is not MATE's to delete.
-  if (!S_ISDIR(st.st_mode))
-    throw ModuleError(ModuleError::Kind::CacheError,
-                      fmt::format("{} is not a directory, so not a MATE cache: left as it is", r.path));
-  r.existed = true;
-  r.bytes = directory_size(r.path);
-  // Rename first: processes see the whole cache or none of it, never a half-deleted entry. The
-  // name says whose it is, so a later run can finish the job if this one is killed.
-  static std::atomic<unsigned> counter{0};
-  std::string parent = fs::path(r.path).parent_path().string();
-  std::string trash = fmt::format("{}/{}{}-{}@{}", parent, kTrashPrefix, getpid(), counter++, hostname());
-  if (::rename(r.path.c_str(), trash.c_str()) != 0)
-    throw ModuleError(ModuleError::Kind::CacheError,
-                      fmt::format("cannot remove {}: {}", r.path, std::strerror(errno)));
-  remove_tree(trash);
-  return r;
-}
-
-std::vector<AotResult> build_aot(const std::vector<ModuleSpec>& specs, const std::string& out_dir) {
-  make_directories(out_dir);
-  std::string root = fs::absolute(out_dir).lexically_normal().string();
-  check_index_replaceable(root);  // before building: nothing is built into someone else's directory
-  std::vector<AotResult> results;
-  for (const auto& spec : specs) {
-    AotResult r;
-    r.name = spec.name;
-    Plan plan = make_plan(spec, "");
-    r.key = plan.key;
-    if (!plan.arch_known || !plan.buildable) {
-      r.skipped_reason = plan.why_not_buildable;
-      results.push_back(std::move(r));
-      continue;
-    }
-    std::string parent = root + "/" + plan.arch + "/" + spec.name;
-    make_directories(parent);
-    std::string final_dir = parent + "/" + plan.key;
-    std::string staging;
-    try {
-      staging = build_in_staging(plan, parent);
-    } catch (const CacheVanished& e) {
-      throw ModuleError(ModuleError::Kind::CacheError,
-                        fmt::format("AOT build into {}: {}", root, e.what()));
-    }
-    remove_tree(final_dir);
-    // Older builds of the same module are replaced: one AOT module per name and arch.
-    std::error_code ec;
-    for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec))
-      if (it->path().string() != staging) remove_tree(it->path().string());
-    if (publish(staging, final_dir) != Publish::Published)
-      throw ModuleError(ModuleError::Kind::CacheError, fmt::format("cannot publish AOT module {}", final_dir));
-    r.built = true;
-    r.path = final_dir + "/module.so";
-    results.push_back(std::move(r));
-  }
-  write_aot_index(root);
-  return results;
 }
 
 }  // namespace mate::jit

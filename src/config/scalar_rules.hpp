@@ -1,4 +1,5 @@
-// Private helpers shared by the config component's files.
+// The Bool, Int and Enum value rules (and trim), private to the config component: parse()
+// (parse.cpp) and parse_scalar() (scalar_rules.cpp) both apply them.
 #pragma once
 
 #include <cstdint>

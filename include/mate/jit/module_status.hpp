@@ -1,9 +1,11 @@
-// mate/jit/admin.hpp — what `mate module-status`, `mate clear-cache` and `mate aot-build` do:
-// the state of every known module, cache housekeeping, and AOT builds.
+// mate/jit/module_status.hpp — what `mate module-status` reports: the state of one module (AOT,
+// cached, missing, stale, not buildable, with the key inputs in effect) and a summary of the
+// cache, the arch lists and the AOT roots.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mate/jit/module.hpp"
@@ -42,36 +44,15 @@ struct CacheSummary {
   // Empty, or why JIT builds cannot write the cache ("/x/base is not a directory").
   std::string cache_problem;
   std::string host_arch;
-  std::string cuda_archs;  // "9.0 10.0", or why there is none
-  std::string musa_archs;
+  // One per vendor, in the vendor table's order (mate/device/vendors.hpp).
+  struct DeviceArchs {
+    device::Kind kind = device::Kind::Host;
+    std::string archs;  // "9.0 10.0", or why there is none
+  };
+  std::vector<DeviceArchs> device_archs;
   bool jit_enabled = true;
   std::vector<std::string> aot_directories;
 };
 CacheSummary cache_summary();
-
-struct ClearResult {
-  std::string path;  // what was removed
-  bool existed = false;
-  std::uint64_t bytes = 0;
-  std::vector<std::string> leftovers;  // directories of an earlier clear-cache killed midway
-  std::uint64_t leftover_bytes = 0;
-};
-// Removes the cache of this MATE version (all versions with `all_versions`). Safe while other
-// processes use it: the directory is first renamed away atomically (to .mate-trash-<host>-<pid>-
-// <n>), so no process sees half a cache; loaded modules stay mapped, and a build in flight
-// retries in a fresh cache. Trash directories of dead clear-cache processes on this host are
-// removed too (a run killed midway); those of live ones are left to them.
-ClearResult clear_cache(bool all_versions);
-
-struct AotResult {
-  std::string name;
-  bool built = false;
-  std::string key;
-  std::string path;
-  std::string skipped_reason;  // when not built
-};
-// Builds each spec into <out_dir>/<arch>/<name>/<key>/ and writes <out_dir>/manifest.json.
-// Specs that are not buildable here are skipped with the reason; a build failure throws.
-std::vector<AotResult> build_aot(const std::vector<ModuleSpec>& specs, const std::string& out_dir);
 
 }  // namespace mate::jit
