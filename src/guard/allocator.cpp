@@ -9,6 +9,7 @@
 #include <string>
 
 #include "guard/allocator_reports.hpp"
+#include "mate/device/vendors.hpp"
 #include "guard/canary.hpp"
 #include "guard/lookup.hpp"
 #include "guard/platform/map_entry_budget.hpp"
@@ -29,8 +30,8 @@ bool round_up(std::size_t v, std::size_t a, std::size_t* out) noexcept {
 }
 
 const char* capture_message(device::Kind kind) noexcept {
-  return kind == device::Kind::Musa ? "guard allocator debug mode does not support MUSA graph capture"
-                                    : "guard allocator debug mode does not support CUDA graph capture";
+  const device::Vendor* v = device::find_vendor(kind);
+  return v != nullptr ? v->guard_graph_capture_refusal : "guard allocator debug mode does not support graph capture";
 }
 
 // Not inlined, so the frames to skip are exactly this function and the allocator's entry point.

@@ -12,20 +12,14 @@
 
 #include "guard/canary.hpp"
 #include "mate/core/crash_context.hpp"
+#include "mate/device/vendors.hpp"
 #include "mate/guard/device_fault_report.hpp"
 
 namespace mate::guard {
 
 namespace {
 
-const char* kind_title(device::Kind kind) noexcept {
-  switch (kind) {
-    case device::Kind::Host: return "host";
-    case device::Kind::Cuda: return "CUDA";
-    case device::Kind::Musa: return "MUSA";
-  }
-  return "?";
-}
+using device::kind_title;
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "mate/device/driver.hpp"
+#include "mate/device/vendors.hpp"
 #include "guard/report.hpp"
 #include "guard/slot_table.hpp"
 
@@ -18,14 +19,12 @@ struct Installed {
   std::atomic<bool> served_unguarded{false};
 };
 
-Installed g_installed[3];
+Installed g_installed[device::kKindCount];
 std::mutex g_install_mutex;
 
-int slot_of(device::Kind kind) noexcept { return static_cast<int>(kind); }
+std::size_t slot_of(device::Kind kind) noexcept { return device::kind_index(kind); }
 
-const char* title(device::Kind kind) noexcept {
-  return kind == device::Kind::Cuda ? "CUDA" : kind == device::Kind::Musa ? "MUSA" : "host";
-}
+const char* title(device::Kind kind) noexcept { return device::kind_title(kind); }
 
 }  // namespace
 

@@ -7,11 +7,12 @@
 #include <stdexcept>
 
 #include "mate/device/driver.hpp"
+#include "mate/device/vendors.hpp"
 
 namespace mate::tensor {
 
 namespace {
-std::atomic<device::Backend*> backends[3];  // indexed by device::Kind
+std::atomic<device::Backend*> backends[device::kKindCount];  // indexed by device::kind_index
 
 std::string read_failure(const device::Backend& backend, DLDevice d, const device::Status& st) {
   return std::string(backend.name()) + " read of " + device_name(d) + " memory failed (" + (st.what ? st.what : "?") +
@@ -20,11 +21,11 @@ std::string read_failure(const device::Backend& backend, DLDevice d, const devic
 }  // namespace
 
 void set_device_backend(device::Kind kind, device::Backend* backend) noexcept {
-  backends[static_cast<int>(kind)].store(backend, std::memory_order_release);
+  backends[device::kind_index(kind)].store(backend, std::memory_order_release);
 }
 
 device::Backend* device_backend(device::Kind kind) noexcept {
-  if (device::Backend* b = backends[static_cast<int>(kind)].load(std::memory_order_acquire)) return b;
+  if (device::Backend* b = backends[device::kind_index(kind)].load(std::memory_order_acquire)) return b;
   if (kind == device::Kind::Host) return &device::host_backend();
   try {
     if (device::DriverBackend* driver = device::driver_backend_for(kind)) return driver;

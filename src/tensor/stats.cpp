@@ -14,6 +14,8 @@
 
 #include "mate/tensor/stats.hpp"
 
+#include "mate/device/vendors.hpp"
+
 namespace mate::tensor {
 
 // ---- element conversions (exact) ----
@@ -480,11 +482,10 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
 StatsResult compute_stats(const TensorView& t, const StatsOptions& options) {
   StatsResult r;
   Memory m = t.memory();
-  if (m == Memory::Cuda || m == Memory::Musa) {
+  if (m != Memory::Host && m != Memory::Other) {
     device::Backend* b = device_backend(device_kind(m));
     if (b == nullptr) {
-      r.unavailable = std::string("stats unavailable: no backend for ") +
-                      (m == Memory::Cuda ? "cuda" : "musa");
+      r.unavailable = std::string("stats unavailable: no backend for ") + device::kind_name(device_kind(m));
       return r;
     }
     return compute_stats(t, *b, options);

@@ -79,6 +79,9 @@ struct Vendor {
   // Set to 1 for guarded programs (`mate guard-run`), so a framework's caching allocator does
   // not hide per-tensor boundaries: PYTORCH_NO_CUDA_MEMORY_CACHING.
   const char* caching_allocator_variable;
+  // What the guarded allocator says when asked to allocate while a graph is being captured (a
+  // static string: it is returned as an error text from the allocation path).
+  const char* guard_graph_capture_refusal;
 };
 
 namespace vendor_rows {
@@ -118,6 +121,7 @@ inline constexpr Vendor kVendors[] = {
         .host_compiler_variable = config::Var::NVCC_CCBIN,
         .compiler_environment = vendor_rows::kNvccEnvironment,
         .caching_allocator_variable = "PYTORCH_NO_CUDA_MEMORY_CACHING",
+        .guard_graph_capture_refusal = "guard allocator debug mode does not support CUDA graph capture",
     },
     {
         .kind = Kind::Musa,
@@ -143,6 +147,7 @@ inline constexpr Vendor kVendors[] = {
         .host_compiler_variable = std::nullopt,
         .compiler_environment = {},
         .caching_allocator_variable = "PYTORCH_NO_MUSA_MEMORY_CACHING",
+        .guard_graph_capture_refusal = "guard allocator debug mode does not support MUSA graph capture",
     },
 };
 
