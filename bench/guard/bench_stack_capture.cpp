@@ -1,4 +1,4 @@
-// One allocation backtrace (src/guard/stack_capture.hpp): the table walk with its rule cache
+// One allocation backtrace (src/guard/stack/stack_capture.hpp): the table walk with its rule cache
 // warm, against the C++ unwinder it falls back to, from the same frames, in one run.
 //
 //   build/default/bench/guard/bench_stack_capture --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
