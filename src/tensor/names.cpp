@@ -37,11 +37,12 @@ std::optional<DLDataType> dtype_named(std::string_view name) {
 }
 
 std::optional<DLDevice> device_named(std::string_view name) {
-  // "<type>:<id>" or "<type>" (no id): try each DLPack device type (codes are small).
+  // "<type>:<id>" or "<type>" (no id): try each DLPack device type. DLDeviceType has no fixed
+  // underlying type: only the values its enumerators' bit width holds (0..15) may be formed.
   int id = 0;
   if (const auto colon = name.rfind(':'); colon != std::string_view::npos && !parse_whole(name.substr(colon + 1), id))
     return std::nullopt;
-  for (int type = 0; type < 64; ++type) {
+  for (int type = 0; type < 16; ++type) {
     for (const int candidate_id : {id, 0}) {
       const DLDevice d{static_cast<DLDeviceType>(type), candidate_id};
       if (device_name(d) == name) return d;
