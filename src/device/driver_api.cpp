@@ -17,13 +17,13 @@ namespace {
 bool resolve(Api* api, std::string* reason) {
 #define MATE_DRIVER_RESOLVE(member, name, suffix, ret, params)                               \
   {                                                                                          \
-    const std::string& symbol = api->symbols->entry[static_cast<int>(Call::member)];        \
+    const std::string& symbol = api->symbols->entry[static_cast<int>(Call::member)];         \
     dlerror();                                                                               \
     void* address = dlsym(api->handle, symbol.c_str());                                      \
     if (address == nullptr) {                                                                \
       *reason = api->library + ": missing entry point " + symbol +                           \
                 " (a driver too old for the virtual-memory API, or not a " +                 \
-                kind_name(api->kind) + " driver)";                                            \
+                kind_name(api->kind) + " driver)";                                           \
       return false;                                                                          \
     }                                                                                        \
     api->member = reinterpret_cast<ret(*) params>(address);                                  \

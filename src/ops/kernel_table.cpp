@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "mate/config.hpp"
+#include "mate/device/vendors.hpp"
 #include "mate/ops/ops.hpp"
 
 namespace mate::ops::detail {
@@ -28,8 +29,10 @@ std::map<Key, void*>& table() {
 
 }  // namespace
 
+// The toolchain of the memory's kind (jit::Toolchain mirrors device::Kind); which of them have
+// kernels is the checker's and module_spec's business (host and CUDA).
 jit::Toolchain toolchain_for(const Placement& placement) {
-  return placement.memory == tensor::Memory::Cuda ? jit::Toolchain::Cuda : jit::Toolchain::Host;
+  return static_cast<jit::Toolchain>(device::kind_index(tensor::device_kind(placement.memory)));
 }
 
 void* kernel_symbol(const char* function, Kernel kernel, InputType type, jit::Toolchain toolchain,
@@ -46,9 +49,10 @@ void* kernel_symbol(const char* function, Kernel kernel, InputType type, jit::To
   try {
     address = jit::load_module(module_spec(kernel, type, toolchain)).symbol(symbol);
   } catch (const jit::ModuleError& e) {
-    std::string context = toolchain == jit::Toolchain::Cuda
-                              ? "the tensors are on a CUDA device, which needs the CUDA kernel module: "
-                              : "";
+    const char* title = device::kind_title(jit::device_kind(toolchain));
+    std::string context = toolchain == jit::Toolchain::Host
+                              ? ""
+                              : fmt::format("the tensors are on a {0} device, which needs the {0} kernel module: ", title);
     throw jit::ModuleError(e.kind(), fmt::format("mate::ops::{}: {}{}", function, context, e.what()));
   }
   std::lock_guard<std::mutex> lock(table_mutex());

@@ -85,7 +85,10 @@ struct Vendor {
 };
 
 namespace vendor_rows {
-inline constexpr const char* kCudaSonames[] = {"libcuda.so.1"};  // never the link stub libcuda.so
+// libcuda.so.1 is the driver's soname: the unversioned libcuda.so is a development symlink, or a
+// link-time stub in the toolkit that must never be loaded. MUSA installs libmusa.so.1 and, on
+// some systems, only libmusa.so.
+inline constexpr const char* kCudaSonames[] = {"libcuda.so.1"};
 inline constexpr const char* kMusaSonames[] = {"libmusa.so.1", "libmusa.so"};
 inline constexpr const char* kNvccPicFlags[] = {"-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden"};
 inline constexpr const char* kPicFlags[] = {"-fPIC", "-fvisibility=hidden"};
