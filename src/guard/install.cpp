@@ -55,7 +55,7 @@ GuardAllocator& install_guard_allocator(const GuardAllocatorConfig& config) {
     if (backend == nullptr)
       throw GuardError(std::string("guard allocator: no ") + title(config.backend) + " device backend: " + reason);
   }
-  alignas(GuardAllocator) static unsigned char storage[3][sizeof(GuardAllocator)];
+  alignas(GuardAllocator) static unsigned char storage[device::kKindCount][sizeof(GuardAllocator)];
   slot.allocator = new (storage[slot_of(config.backend)]) GuardAllocator(*backend, config);
   // The process-wide allocators' faults are reported: the preload, the pluggable hooks and
   // `mate replay --guard-alloc` all install through here.

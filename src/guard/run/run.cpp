@@ -2,6 +2,8 @@
 // maps the child's end to an exit status.
 #include "mate/guard/run.hpp"
 
+#include "mate/device/vendors.hpp"
+
 #include "guard/run/preload_blockers.hpp"
 
 #include <signal.h>
@@ -64,7 +66,7 @@ std::string preload_library_path() {
 
 std::vector<std::string> guarded_environment(char** base, const std::string& preload, const GuardRunOptions& options) {
   std::vector<std::string> env;
-  bool caching_set = false;
+  bool caching_set[device::kKindCount] = {};  // indexed like device::vendors()
   std::string ld_preload = preload;
   for (char** e = base; *e != nullptr; ++e) {
     std::string entry(*e);
@@ -76,7 +78,8 @@ std::vector<std::string> guarded_environment(char** base, const std::string& pre
       if (!rest.empty()) ld_preload += ":" + rest;
       continue;
     }
-    if (name == "PYTORCH_NO_CUDA_MEMORY_CACHING") caching_set = true;
+    for (std::size_t v = 0; v < device::vendors().size(); ++v)
+      if (name == device::vendors()[v].caching_allocator_variable) caching_set[v] = true;
     env.push_back(std::move(entry));
   }
   env.push_back("LD_PRELOAD=" + ld_preload);
@@ -85,7 +88,10 @@ std::vector<std::string> guarded_environment(char** base, const std::string& pre
   env.push_back(std::string("MATE_GUARD_ALLOCATOR_SYNC_ON_FREE=") + (options.sync_on_free ? "1" : "0"));
   env.push_back(std::string("MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS=") + (options.log_allocations ? "1" : "0"));
   if (!options.backtraces) env.push_back("MATE_GUARD_BACKTRACES=0");
-  if (!caching_set) env.push_back("PYTORCH_NO_CUDA_MEMORY_CACHING=1");
+  // A framework's caching allocator would hide each tensor's bounds from the guard: off, for every
+  // vendor, unless the user set it.
+  for (std::size_t v = 0; v < device::vendors().size(); ++v)
+    if (!caching_set[v]) env.push_back(std::string(device::vendors()[v].caching_allocator_variable) + "=1");
   return env;
 }
 
