@@ -247,6 +247,7 @@ void check_not_a_link(const std::string& path, std::string_view what) {
 
 void check_directories_inside(const std::string& dir, const std::string& relative) {
   std::string at = dir;
+  while (at.size() > 1 && at.back() == '/') at.pop_back();  // "link/" names a linked --dir
   std::size_t from = 0;
   for (std::size_t slash; (slash = relative.find('/', from)) != std::string::npos; from = slash + 1) {
     if (slash == from) continue;
