@@ -15,6 +15,7 @@
 #include <new>
 
 #include "mate/core/file_size_limit.hpp"
+#include "mate/core/quiet_write.hpp"
 
 namespace mate::core {
 
@@ -36,6 +37,9 @@ namespace {
 // Reserving ahead keeps fallocate off most writes; what is reserved past the last record stays
 // allocated beyond the end of the file (KEEP_SIZE: the file's size is unchanged).
 constexpr std::uint64_t kReserveAhead = 16 * 1024;
+
+// fall_back()'s reason for a FIFO that had no reader when it was opened (open gave ENXIO).
+constexpr int kNoReader = -1;
 
 // Bumped in every forked child: a sink opened under another generation belongs to the parent.
 std::atomic<unsigned> g_fork_generation{0};
@@ -68,22 +72,14 @@ int check_limit(int fd, std::size_t size) noexcept {
 }
 
 // stdout, stderr or a pipe or device named as the destination: the whole record, continuing
-// partial writes (pipes). Returns 0 or the errno.
-int write_stream(int fd, const char* data, std::size_t size) noexcept {
+// partial writes (pipes), never raising SIGPIPE (quiet_write.hpp: EPIPE instead). Returns 0 or
+// the errno.
+int write_stream(int fd, const char* data, std::size_t size, StreamKind kind) noexcept {
   if (int error = check_limit(fd, size); error != 0) return error;
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return 0;
+  return write_all(fd, data, size, kind);
 }
 
-void say(const std::string& message) noexcept { write_stream(2, message.data(), message.size()); }
+void say(const std::string& message) noexcept { write_stderr(message); }
 
 }  // namespace
 
@@ -92,11 +88,13 @@ std::unique_ptr<LogSink> LogSink::open(std::string_view destination) {
   if (destination.empty() || destination == "stdout") {
     sink->path_ = "stdout";
     sink->fd_ = 1;
+    sink->kind_.store(stream_kind(1), std::memory_order_relaxed);
     return sink;
   }
   if (destination == "stderr") {
     sink->path_ = "stderr";
     sink->fd_ = 2;
+    sink->kind_.store(stream_kind(2), std::memory_order_relaxed);
     return sink;
   }
   sink->pattern_ = destination;
@@ -129,15 +127,18 @@ void LogSink::after_fork_in_child() noexcept {
 void LogSink::open_file() {
   path_ = expand_pid(pattern_, static_cast<long>(::getpid()));
   std::filesystem::path parent = std::filesystem::path(path_).parent_path();
-  if (!parent.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);  // open() below reports what matters
-  }
-  int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (!parent.empty()) create_directories(parent.string(), 0700);  // open() below reports what matters
+  // 0600: the log holds argument values (an existing file keeps its mode). O_NONBLOCK: a FIFO
+  // with no reader fails at once (ENXIO) instead of blocking the program in open() forever.
+  int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0600);
   if (fd < 0) {
-    fall_back(errno);
+    fall_back(errno == ENXIO ? kNoReader : errno);
     return;
   }
+  // Records are written whole, blocking as a pipe needs: non-blocking was for the open only.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  kind_.store(stream_kind(fd), std::memory_order_relaxed);
   owned_ = fd;
   fd_.store(fd, std::memory_order_relaxed);
 }
@@ -174,8 +175,19 @@ void LogSink::fall_back(int error) noexcept {
   if (!fallback_.compare_exchange_strong(expected, true)) return;  // one message per sink
   fd_.store(2, std::memory_order_relaxed);
   try {
-    say("mate: cannot write the API log to '" + path_ + "': " + std::strerror(error) +
-        "; logging to stderr instead\n");
+    const std::string why = error == kNoReader ? "a FIFO with no reader (No such device or address)" : std::strerror(error);
+    say("mate: cannot write the API log to '" + path_ + "': " + why + "; logging to stderr instead\n");
+  } catch (...) {
+  }
+}
+
+// The reader of a pipe or FIFO went away (EPIPE on `fd`): logging stops. One message on stderr,
+// unless stderr is what broke.
+void LogSink::stop(int fd) noexcept {
+  if (fd_.exchange(-1, std::memory_order_relaxed) < 0) return;  // one message per sink
+  if (fd == 2) return;
+  try {
+    say("mate: the reader of the API log '" + path_ + "' went away (Broken pipe); API logging stops\n");
   } catch (...) {
   }
 }
@@ -219,7 +231,7 @@ int LogSink::append(int fd, std::string_view record) noexcept {
   std::unique_lock<std::mutex> lock(limit_mutex_, std::defer_lock);
   if (limit != kNoFileSizeLimit) lock.lock();
   struct stat st {};
-  if (!is_regular(fd, &st)) return write_stream(fd, record.data(), record.size());  // a FIFO, /dev/null
+  if (!is_regular(fd, &st)) return write_stream(fd, record.data(), record.size(), kind_.load(std::memory_order_relaxed));  // a FIFO, /dev/null
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size), bytes = record.size();
   if (size + bytes > limit) return EFBIG;
   if (int error = reserve(fd, size, bytes, limit); error != 0) return error;
@@ -247,11 +259,16 @@ void LogSink::write(std::string_view record) noexcept {
   if (per_process_ && opened_in_.load(std::memory_order_acquire) != g_fork_generation.load(std::memory_order_relaxed))
     reopen_after_fork();
   const int fd = fd_.load(std::memory_order_relaxed);
-  const int error = fd == owned_ ? append(fd, record) : write_stream(fd, record.data(), record.size());
-  if (error != 0 && fd != 2) {
-    fall_back(error);
-    write_stream(2, record.data(), record.size());
-  }
+  if (fd < 0) return;  // stopped: the reader went away
+  // stderr as the fallback may be anything; as the destination it was looked at once, at open.
+  const StreamKind kind = fd == 2 && fallback_.load(std::memory_order_relaxed) ? StreamKind::Pipe
+                                                                             : kind_.load(std::memory_order_relaxed);
+  const int error = fd == owned_ ? append(fd, record) : write_stream(fd, record.data(), record.size(), kind);
+  if (error == 0) return;
+  if (error == EPIPE) return stop(fd);
+  if (fd == 2) return;  // stderr itself failed: nowhere left to write
+  fall_back(error);
+  if (write_stream(2, record.data(), record.size(), StreamKind::Pipe) == EPIPE) stop(2);
 }
 
 }  // namespace mate::core

@@ -1,7 +1,10 @@
 // Reading call.json and the tensors it refers to.
 #include "mate/dump/call_record.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -133,8 +136,11 @@ CallRecord parse_call(std::string_view text, const std::string& dir) {
 
 CallRecord read_call(const std::string& dir) {
   const std::string path = (fs::path(dir) / kCallFile).string();
-  std::error_code ec;
-  if (!fs::exists(path, ec))
+  // A call directory that is a link leads out of the dump (find_call_dirs names a --dir that is
+  // itself a link with a trailing '/', which resolves it).
+  detail::check_not_a_link(dir, "a call directory");
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT)
     throw DumpError(path + " is missing: the dump was interrupted before its metadata was written, or this is not a call directory");
   return parse_call(detail::read_file(path), dir);
 }
@@ -149,6 +155,7 @@ TensorRecord load_tensor(const CallRecord& call, const RecordedArg& arg) {
     throw DumpError("tensor " + arg.name + " was not saved: " + std::string(why));
   }
   const std::string path = (fs::path(call.dir) / arg.file).string();
+  detail::check_directories_inside(call.dir, arg.file);  // inputs/ as a link leads out of the dump
   const detail::TensorFormat* format = detail::tensor_format_named(call.tensor_format);
   if (format == nullptr) throw DumpError("unknown tensor_format \"" + call.tensor_format + "\"");
   return format->read(path, arg.key);
@@ -215,11 +222,17 @@ CallOrder order_of(const std::string& path, const std::string& name) {
 std::vector<std::string> find_call_dirs(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) throw DumpError(path + " is not a directory");
-  if (fs::exists(fs::path(path) / kCallFile, ec)) return {path};
+  struct stat st {};
+  if (::lstat((fs::path(path) / kCallFile).c_str(), &st) == 0) {
+    // The path named may be a link; read_call rejects links, so name it resolved.
+    return {fs::is_symlink(path, ec) && !path.ends_with('/') ? path + "/" : path};
+  }
   std::vector<CallOrder> calls;
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_directory(ec) && name.find("_pid") != std::string::npos && name.find("_call") != std::string::npos)
+    // A call directory that is a link is listed too: read_call rejects it, naming it.
+    if ((entry.is_directory(ec) || entry.is_symlink(ec)) && name.find("_pid") != std::string::npos &&
+        name.find("_call") != std::string::npos)
       calls.push_back(order_of(entry.path().string(), name));
   }
   if (ec) throw DumpError("cannot list " + path + ": " + ec.message());

@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <algorithm>
+#include <limits>
+#include <new>
+#include <stdexcept>
 
 #include "mate/core/file_size_limit.hpp"
 #include "mate/dump/tensor_file.hpp"
@@ -143,13 +145,118 @@ bool NewFile::commit() {
   return true;
 }
 
+namespace {
+
+const char* file_type(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+[[noreturn]] void reject_link(const std::string& path, std::string_view what) {
+  throw DumpError(path + " is a symbolic link: " + std::string(what) +
+                  " inside a dump is read only where it is, links are not followed");
+}
+
+}  // namespace
+
+DumpError out_of_memory(std::string_view what, std::uint64_t bytes) {
+  return DumpError(std::string(what) + ": out of memory: reading it needs " + std::to_string(bytes) + " bytes (" +
+                   std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB) that could not be allocated");
+}
+
+// A vector of `bytes` (value-initialized), or the DumpError saying that memory ran out.
+std::vector<std::uint8_t> data_buffer(std::uint64_t bytes, std::string_view what) {
+  try {
+    if (bytes > std::vector<std::uint8_t>().max_size()) throw std::bad_alloc();
+    return std::vector<std::uint8_t>(static_cast<std::size_t>(bytes));
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(what, bytes);
+  } catch (const std::length_error&) {
+    throw out_of_memory(what, bytes);
+  }
+}
+
+DumpFile::DumpFile(const std::string& path) : path_(path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) reject_link(path, "a file");
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  if (fd_ < 0) {
+    if (errno == ELOOP) reject_link(path, "a file");
+    throw DumpError("cannot open " + path + ": " + std::strerror(errno));
+  }
+  if (::fstat(fd_, &st) != 0) {
+    const int error = errno;
+    ::close(fd_);
+    throw DumpError("cannot read " + path + ": " + std::strerror(error));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw DumpError(path + " is " + file_type(st.st_mode) + ", not a regular file: a dump holds regular files only");
+  }
+  size_ = static_cast<std::uint64_t>(st.st_size);
+}
+
+DumpFile::~DumpFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void DumpFile::read_at(std::uint64_t offset, void* into, std::size_t bytes) const {
+  char* p = static_cast<char*>(into);
+  while (bytes > 0) {
+    const std::size_t chunk = std::min<std::size_t>(bytes, std::size_t{1} << 30);
+    const ssize_t n = ::pread(fd_, p, chunk, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw DumpError("cannot read " + path_ + ": " + std::strerror(errno));
+    }
+    if (n == 0) throw DumpError(path_ + ": truncated: the file shrank while it was read");
+    p += n;
+    offset += static_cast<std::uint64_t>(n);
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
+std::string DumpFile::read_string(std::uint64_t offset, std::size_t bytes) const {
+  std::string out;
+  try {
+    out.resize(bytes);
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(path_, bytes);
+  } catch (const std::length_error&) {
+    throw out_of_memory(path_, bytes);
+  }
+  read_at(offset, out.data(), bytes);
+  return out;
+}
+
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DumpError("cannot open " + path + ": " + std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw DumpError("cannot read " + path);
-  return std::move(s).str();
+  const DumpFile file(path);
+  if (file.size() > std::numeric_limits<std::size_t>::max()) throw out_of_memory(path, file.size());
+  return file.read_string(0, static_cast<std::size_t>(file.size()));
+}
+
+void check_not_a_link(const std::string& path, std::string_view what) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) reject_link(path, what);
+}
+
+void check_directories_inside(const std::string& dir, const std::string& relative) {
+  std::string at = dir;
+  while (at.size() > 1 && at.back() == '/') at.pop_back();  // "link/" names a linked --dir
+  std::size_t from = 0;
+  for (std::size_t slash; (slash = relative.find('/', from)) != std::string::npos; from = slash + 1) {
+    if (slash == from) continue;
+    at += "/" + relative.substr(from, slash - from);
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0) throw DumpError("cannot open " + at + ": " + std::strerror(errno));
+    if (S_ISLNK(st.st_mode)) reject_link(at, "a directory");
+    if (!S_ISDIR(st.st_mode)) throw DumpError(at + " is " + file_type(st.st_mode) + ", not a directory");
+  }
 }
 
 std::optional<tensor::ScalarType> scalar_type_named(std::string_view name) {

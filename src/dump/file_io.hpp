@@ -8,7 +8,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "mate/dump/tensor_file.hpp"
 #include "mate/tensor/dtype.hpp"
 
 namespace mate::dump::detail {
@@ -55,8 +57,47 @@ std::string temporary_name(const std::string& path);
 // Returns "" or what failed.
 std::string sync_directory(const std::string& dir);
 
-// Reads a whole file. Throws DumpError naming the file.
+// A dump file opened for reading. Readers open only what they expect: a regular file, named
+// directly (O_NOFOLLOW: a symbolic link is rejected, so nothing outside the dump is read through
+// one), opened without blocking (a FIFO in its place is rejected, never waited on). Every read is
+// bounded by the file's size as opened. Throws DumpError naming the path.
+class DumpFile {
+ public:
+  explicit DumpFile(const std::string& path);
+  ~DumpFile();
+  DumpFile(const DumpFile&) = delete;
+  DumpFile& operator=(const DumpFile&) = delete;
+  std::uint64_t size() const noexcept { return size_; }
+  // Reads exactly `bytes` at `offset` (within size(); a file that shrank since is "truncated").
+  void read_at(std::uint64_t offset, void* into, std::size_t bytes) const;
+  // Reads `bytes` at `offset` into a new string (memory that cannot be had: out_of_memory()).
+  std::string read_string(std::uint64_t offset, std::size_t bytes) const;
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
+// The DumpError for `bytes` that could not be allocated while reading `what`: memory ran out,
+// which is not damage to the file.
+DumpError out_of_memory(std::string_view what, std::uint64_t bytes);
+
+// A buffer of `bytes` for a tensor's data read from `what`, or out_of_memory().
+std::vector<std::uint8_t> data_buffer(std::uint64_t bytes, std::string_view what);
+
+// Reads a whole (regular, not linked) file. Throws DumpError naming the file.
 std::string read_file(const std::string& path);
+
+// Rejects a symbolic link or non-directory among the directories of `relative` (a path inside
+// `dir`, e.g. "inputs/00_a.mtensor": "inputs" is checked; the file itself is DumpFile's). Throws
+// DumpError naming the path.
+void check_directories_inside(const std::string& dir, const std::string& relative);
+
+// Rejects `dir` when it is a symbolic link ("dir/", with the slash, resolves it: the caller
+// named it). Throws DumpError naming the path.
+void check_not_a_link(const std::string& path, std::string_view what);
 
 // The ScalarType named `name` by tensor::dtype_name ("f32", "bf16", ...).
 std::optional<tensor::ScalarType> scalar_type_named(std::string_view name);

@@ -81,14 +81,25 @@ WriteResult write_mtensor(const std::string& path, const tensor::TensorView& t, 
   return r;
 }
 
-TensorRecord parse_mtensor(std::string_view bytes, std::string_view what) {
+namespace {
+
+// The prefix's header length, checked against the file's size.
+std::uint64_t mtensor_header_length(std::string_view prefix, std::uint64_t file_size, std::string_view what) {
   auto bad = [&](const std::string& why) { return DumpError(std::string(what) + ": " + why); };
-  if (bytes.size() < 16) throw bad("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the 16-byte prefix");
-  if (std::memcmp(bytes.data(), kTensorMagic, 8) != 0) throw bad("not a MATE tensor file (magic is not MATETNSR)");
-  const std::uint64_t header_len = read_u64le(bytes.data() + 8);
+  if (file_size < 16 || prefix.size() < 16) throw bad("truncated: " + std::to_string(file_size) + " bytes, shorter than the 16-byte prefix");
+  if (std::memcmp(prefix.data(), kTensorMagic, 8) != 0) throw bad("not a MATE tensor file (magic is not MATETNSR)");
+  const std::uint64_t header_len = read_u64le(prefix.data() + 8);
   if (header_len > kMaxHeaderBytes) throw bad("header length " + std::to_string(header_len) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes));
-  if (header_len > bytes.size() - 16) throw bad("truncated: header of " + std::to_string(header_len) + " bytes, file has " + std::to_string(bytes.size() - 16) + " after the prefix");
-  json h = json::parse(bytes.substr(16, header_len), nullptr, false);
+  if (header_len > file_size - 16) throw bad("truncated: header of " + std::to_string(header_len) + " bytes, file has " + std::to_string(file_size - 16) + " after the prefix");
+  return header_len;
+}
+
+// The layout in `head` (the prefix and the whole header) of a file of `file_size` bytes whose
+// data then starts at `data_at`; every number checked, the data's size against the file's.
+TensorRecord parse_mtensor_layout(std::string_view head, std::uint64_t file_size, std::string_view what, std::uint64_t& data_at) {
+  auto bad = [&](const std::string& why) { return DumpError(std::string(what) + ": " + why); };
+  const std::uint64_t header_len = mtensor_header_length(head, file_size, what);
+  json h = json::parse(head.substr(16, header_len), nullptr, false);
   if (h.is_discarded() || !h.is_object()) throw bad("header is not a JSON object");
   TensorRecord r;
   try {
@@ -132,12 +143,11 @@ TensorRecord parse_mtensor(std::string_view bytes, std::string_view what) {
     if (r.data_begin != lo || nbytes != extent)
       throw bad("stored byte range (data_begin " + std::to_string(r.data_begin) + ", nbytes " + std::to_string(nbytes) +
                 ") does not match the layout (" + std::to_string(lo) + ", " + std::to_string(extent) + ")");
-    const std::uint64_t data_at = 16 + header_len;
-    if (bytes.size() - data_at != static_cast<std::uint64_t>(nbytes))
-      throw bad(bytes.size() - data_at < static_cast<std::uint64_t>(nbytes)
-                    ? "truncated: " + std::to_string(bytes.size() - data_at) + " of " + std::to_string(nbytes) + " data bytes"
+    data_at = 16 + header_len;
+    if (file_size - data_at != static_cast<std::uint64_t>(nbytes))
+      throw bad(file_size - data_at < static_cast<std::uint64_t>(nbytes)
+                    ? "truncated: " + std::to_string(file_size - data_at) + " of " + std::to_string(nbytes) + " data bytes"
                     : "trailing bytes after the data");
-    r.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_at), bytes.end());
   } catch (const detail::FieldError& e) {
     throw bad(std::string("invalid header: ") + e.what());
   } catch (const json::exception& e) {
@@ -146,7 +156,28 @@ TensorRecord parse_mtensor(std::string_view bytes, std::string_view what) {
   return r;
 }
 
-TensorRecord read_mtensor(const std::string& path) { return parse_mtensor(detail::read_file(path), path); }
+}  // namespace
+
+TensorRecord parse_mtensor(std::string_view bytes, std::string_view what) {
+  std::uint64_t data_at = 0;
+  TensorRecord r = parse_mtensor_layout(bytes, bytes.size(), what, data_at);
+  r.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_at), bytes.end());
+  return r;
+}
+
+// Reads the header first, then exactly the data it describes (checked against the file's size):
+// the bytes are read once, straight into the record.
+TensorRecord read_mtensor(const std::string& path) {
+  const detail::DumpFile file(path);
+  const std::string prefix = file.read_string(0, static_cast<std::size_t>(std::min<std::uint64_t>(file.size(), 16)));
+  const std::uint64_t header_len = mtensor_header_length(prefix, file.size(), path);
+  const std::string head = prefix + file.read_string(16, static_cast<std::size_t>(header_len));
+  std::uint64_t data_at = 0;
+  TensorRecord r = parse_mtensor_layout(head, file.size(), path, data_at);
+  r.data = detail::data_buffer(file.size() - data_at, path);
+  file.read_at(data_at, r.data.data(), r.data.size());
+  return r;
+}
 
 namespace detail {
 

@@ -165,17 +165,29 @@ WriteResult write_safetensors(const std::string& path, const std::vector<NamedTe
   return r;
 }
 
-TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std::string_view what) {
+namespace {
+
+// The header size in the first 8 bytes, checked against the file's size.
+std::uint64_t safetensors_header_size(std::string_view prefix, std::uint64_t file_size, std::string_view what) {
   auto bad = [&](const std::string& why) { return DumpError(std::string(what) + ": " + why); };
-  if (bytes.size() < 8) throw bad("truncated: shorter than the 8-byte header size");
-  const std::uint64_t n = read_u64le(bytes.data());
+  if (file_size < 8 || prefix.size() < 8) throw bad("truncated: shorter than the 8-byte header size");
+  const std::uint64_t n = read_u64le(prefix.data());
   if (n > 100'000'000) throw bad("header size " + std::to_string(n) + " exceeds the format's limit of 100000000");
-  if (n > bytes.size() - 8) throw bad("truncated: header of " + std::to_string(n) + " bytes, file has " + std::to_string(bytes.size() - 8));
-  const std::string_view text = bytes.substr(8, n);
+  if (n > file_size - 8) throw bad("truncated: header of " + std::to_string(n) + " bytes, file has " + std::to_string(file_size - 8));
+  return n;
+}
+
+// The tensor `key` described by `head` (the size and the whole header) of a file of `file_size`
+// bytes, without its data, which lies at [begin, end) of the file.
+TensorRecord parse_safetensors_layout(std::string_view head, std::uint64_t file_size, std::string_view key,
+                                      std::string_view what, std::uint64_t& begin, std::uint64_t& end) {
+  auto bad = [&](const std::string& why) { return DumpError(std::string(what) + ": " + why); };
+  const std::uint64_t n = safetensors_header_size(head, file_size, what);
+  const std::string_view text = head.substr(8, n);
   if (text.empty() || text[0] != '{') throw bad("header does not start with '{'");
   json h = json::parse(text, nullptr, false);
   if (h.is_discarded() || !h.is_object()) throw bad("header is not a JSON object");
-  const std::uint64_t buffer = bytes.size() - 8 - n;
+  const std::uint64_t buffer = file_size - 8 - n;
   TensorRecord out;
   bool found = false;
   try {
@@ -190,8 +202,8 @@ TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std
         out.dtype = tensor::dl_dtype(entry.type);
         out.shape = entry.shape;
         out.strides = tensor::contiguous_strides(entry.shape);
-        const char* p = bytes.data() + 8 + n + entry.begin;
-        out.data.assign(p, p + (entry.end - entry.begin));
+        begin = 8 + n + entry.begin;
+        end = 8 + n + entry.end;
       }
     }
     std::sort(ranges.begin(), ranges.end());
@@ -222,8 +234,26 @@ TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std
   return out;
 }
 
+}  // namespace
+
+TensorRecord parse_safetensors(std::string_view bytes, std::string_view key, std::string_view what) {
+  std::uint64_t begin = 0, end = 0;
+  TensorRecord out = parse_safetensors_layout(bytes, bytes.size(), key, what, begin, end);
+  out.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(begin), bytes.begin() + static_cast<std::ptrdiff_t>(end));
+  return out;
+}
+
+// The header first, then only the one tensor's bytes (checked against the file's size).
 TensorRecord read_safetensors(const std::string& path, std::string_view key) {
-  return parse_safetensors(detail::read_file(path), key, path);
+  const detail::DumpFile file(path);
+  const std::string prefix = file.read_string(0, static_cast<std::size_t>(std::min<std::uint64_t>(file.size(), 8)));
+  const std::uint64_t n = safetensors_header_size(prefix, file.size(), path);
+  const std::string head = prefix + file.read_string(8, static_cast<std::size_t>(n));
+  std::uint64_t begin = 0, end = 0;
+  TensorRecord out = parse_safetensors_layout(head, file.size(), key, path, begin, end);
+  out.data = detail::data_buffer(end - begin, path);
+  file.read_at(begin, out.data.data(), out.data.size());
+  return out;
 }
 
 namespace detail {

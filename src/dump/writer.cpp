@@ -32,6 +32,7 @@
 #include "mate/config.hpp"
 #include "mate/core/atomic_file.hpp"
 #include "mate/core/pattern_list.hpp"
+#include "mate/core/quiet_write.hpp"
 #include "mate/dump/call_record.hpp"
 #include "mate/dump/dump.hpp"
 #include "mate/log/api.hpp"
@@ -92,6 +93,8 @@ struct State {
   bool loaded = false;
   bool banner_shown = false;
   bool root_ready = false;
+  bool root_created = false;  // by this process (mode 0700), else it existed
+  unsigned root_mode = 0;     // the root's permission bits when it was found
   Settings settings;
   Totals totals;
   std::uint64_t reserved = 0;  // bytes reserved by calls in progress
@@ -109,7 +112,8 @@ State& state() {
   return *s;
 }
 
-void warn(const std::string& message) { std::fprintf(stderr, "mate: %s\n", message.c_str()); }
+// Never SIGPIPE: stderr may be a pipe whose reader has gone (core/quiet_write.hpp).
+void warn(const std::string& message) { core::write_stderr("mate: " + message + "\n"); }
 
 void load_locked(State& s) {
   Settings next;
@@ -129,26 +133,39 @@ void load_locked(State& s) {
   s.loaded = true;
 }
 
-// Creates the root (0700) once. Returns false, with one warning, when it cannot.
+// Creates the root (0700, and any missing parent 0700, whatever the umask) once. Returns false,
+// with one warning, when it cannot. An existing root is used as it is (its mode is noted for the
+// banner).
 bool ensure_root_locked(State& s) {
   if (s.root_ready) return true;
   const fs::path root(s.settings.root);
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) {
-    if (root.has_parent_path()) fs::create_directories(root.parent_path(), ec);
-    if (::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) {
+  struct stat st {};
+  bool created = false;
+  if (::stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (root.has_parent_path()) core::create_directories(root.parent_path().string(), 0700);  // mkdir reports
+    if (::mkdir(root.c_str(), 0700) == 0) {
+      created = true;
+    } else if (errno != EEXIST) {
       warn("level-10 dumps disabled: cannot create MATE_DUMP_DIR=" + s.settings.root + ": " + std::strerror(errno));
       s.settings.enabled = false;
       return false;
     }
-    if (!fs::is_directory(root, ec)) {
+    if (::stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       warn("level-10 dumps disabled: MATE_DUMP_DIR=" + s.settings.root + " is not a directory");
       s.settings.enabled = false;
       return false;
     }
   }
+  s.root_created = created;
+  s.root_mode = st.st_mode & 07777;
   s.root_ready = true;
   return true;
+}
+
+std::string octal_mode(unsigned mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", mode & 07777);
+  return buf;
 }
 
 // Says once where the dumps go; only once the root is usable, so that it never announces dumps
@@ -158,8 +175,17 @@ void show_banner_locked(State& s) {
   s.banner_shown = true;
   std::error_code ec;
   fs::path abs = fs::absolute(s.settings.root, ec);
-  warn("MATE_LOGLEVEL=10: dumping the inputs and outputs of API calls to " + (ec ? s.settings.root : abs.string()) +
-       " (dumps can hold sensitive data; the directory is created with mode 0700)");
+  const std::string where = ec ? s.settings.root : abs.string();
+  // What MATE did, not what it would have done: an existing root keeps its mode.
+  warn("MATE_LOGLEVEL=10: dumping the inputs and outputs of API calls to " + where +
+       (s.root_created ? " (dumps can hold sensitive data; the directory is created with mode 0700)"
+                       : " (dumps can hold sensitive data; the existing directory has mode " + octal_mode(s.root_mode) +
+                             "; each call directory is created with mode 0700, each file 0600)"));
+  if (!s.root_created && (s.root_mode & (S_IWGRP | S_IWOTH)) != 0)
+    warn("MATE_DUMP_DIR=" + where + " is writable by " + ((s.root_mode & S_IWOTH) != 0 ? "every user" : "its group") +
+         " (mode " + octal_mode(s.root_mode) +
+         "): others can add, rename or remove call directories there; MATE uses it as it is (make it private with "
+         "chmod 700, or point MATE_DUMP_DIR at a new directory, which MATE creates with mode 0700)");
 }
 
 // Letters, digits, '.', '-' and '_' are kept; anything else becomes '_'.

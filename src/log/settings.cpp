@@ -5,6 +5,7 @@
 
 #include "log_internal.hpp"
 #include "mate/config.hpp"
+#include "mate/core/quiet_write.hpp"
 
 namespace mate::log {
 
@@ -37,7 +38,7 @@ void load_locked(Shared& s) {
     s.destination = config::logdest();
     if (next.level > 0) next.sink = core::LogSink::open(s.destination);
   } catch (const config::ConfigError& e) {
-    std::fprintf(stderr, "mate: API logging disabled: %s\n", e.what());
+    core::write_stderr(std::string("mate: API logging disabled: ") + e.what() + "\n");
     next.level = 0;
     next.sink.reset();
   }

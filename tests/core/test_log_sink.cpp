@@ -4,7 +4,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdio>
 #include <filesystem>
@@ -159,6 +162,201 @@ TEST(LogSink, AForkedChildWritesItsOwnPercentIFile) {
   EXPECT_EQ(read_file(mate::core::expand_pid(pattern, ::getpid())), "parent before\nparent after\n");
   EXPECT_EQ(read_file(mate::core::expand_pid(pattern, child)), "child\nchild again\n");
   EXPECT_FALSE(sink->fell_back());
+}
+
+// A child whose stdout and stderr are `out` and `err` (-1: unchanged); exits with body()'s value.
+template <class Body>
+int in_child_fds(int out, int err, Body body) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(20);  // a hang fails the test (SIGALRM) instead of blocking the suite
+    if (out >= 0) ::dup2(out, 1);
+    if (err >= 0) ::dup2(err, 2);
+    std::_Exit(body());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+// A pipe whose reader has already gone: every write to it is EPIPE (and SIGPIPE, by default).
+struct BrokenPipe {
+  int fds[2];
+  BrokenPipe() {
+    EXPECT_EQ(::pipe(fds), 0);
+    ::close(fds[0]);
+  }
+  ~BrokenPipe() { ::close(fds[1]); }
+  int writer() const { return fds[1]; }
+};
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "exit " + std::to_string(WEXITSTATUS(status));
+}
+
+// `prog 2>&1 >/dev/null | head -1` with MATE_LOGDEST=stdout or stderr: the log's reader exits,
+// the program must not die of SIGPIPE (exit 141 in a shell).
+TEST(LogSink, AClosedReaderOnStdoutStopsLoggingWithOneMessageNotSigpipe) {
+  TempDir dir("mate_sink_pipe");
+  const std::string err = (dir / "err.txt").string();
+  BrokenPipe pipe;
+  const int err_fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  const int status = in_child_fds(pipe.writer(), err_fd, [] {
+    auto sink = mate::core::LogSink::open("stdout");
+    for (int i = 0; i < 3; ++i) sink->write(record(i, 100));
+    return sink->stopped() && !sink->fell_back() ? 0 : 5;
+  });
+  ::close(err_fd);
+  ASSERT_TRUE(WIFEXITED(status)) << describe(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const std::string text = read_file(err);
+  EXPECT_NE(text.find("mate: the reader of the API log 'stdout' went away (Broken pipe); API logging stops\n"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("went away", text.find("went away") + 1), std::string::npos) << "one message: " << text;
+  EXPECT_EQ(text.find("record"), std::string::npos) << "the records are not moved to stderr: " << text;
+}
+
+TEST(LogSink, AClosedReaderOnStderrStopsLoggingSilently) {
+  BrokenPipe pipe;
+  const int status = in_child_fds(-1, pipe.writer(), [] {
+    auto sink = mate::core::LogSink::open("stderr");
+    for (int i = 0; i < 3; ++i) sink->write(record(i, 100));
+    return sink->stopped() ? 0 : 5;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << describe(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+int g_handled = 0;
+void count_sigpipe(int) { ++g_handled; }
+
+// A program's own SIGPIPE handling is its own: MATE's EPIPE does not run the program's handler,
+// the disposition is unchanged, and the program's own write still raises its SIGPIPE.
+TEST(LogSink, AProgramsSigpipeHandlerIsKeptAndNotCalledForTheLog) {
+  BrokenPipe pipe;
+  const int status = in_child_fds(pipe.writer(), pipe.writer(), [&] {
+    struct sigaction sa {};
+    sa.sa_handler = count_sigpipe;
+    ::sigaction(SIGPIPE, &sa, nullptr);
+    auto sink = mate::core::LogSink::open("stdout");
+    sink->write("record\n");
+    if (!sink->stopped()) return 5;
+    if (g_handled != 0) return 6;  // MATE's write ran the program's handler
+    struct sigaction now {};
+    ::sigaction(SIGPIPE, nullptr, &now);
+    if (now.sa_handler != count_sigpipe) return 7;
+    if (::write(1, "x", 1) != -1 || errno != EPIPE) return 8;
+    return g_handled == 1 ? 0 : 9;  // the program's own write: its handler ran
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << describe(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A program that blocks SIGPIPE and has one pending keeps it pending; MATE consumes only its own.
+TEST(LogSink, AProgramsPendingSigpipeStaysPending) {
+  BrokenPipe pipe;
+  const int status = in_child_fds(pipe.writer(), pipe.writer(), [&] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    auto sink = mate::core::LogSink::open("stdout");
+    sink->write("one\n");  // MATE's own SIGPIPE: consumed
+    sigset_t pending;
+    ::sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE)) return 5;
+    ::raise(SIGPIPE);  // the program's
+    auto again = mate::core::LogSink::open("stdout");
+    again->write("two\n");
+    ::sigpending(&pending);
+    return sigismember(&pending, SIGPIPE) ? 0 : 6;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << describe(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// MATE_LOGDEST naming a FIFO nobody reads: an error at once (stderr fallback), not a program
+// blocked in open() forever.
+TEST(LogSink, AFifoWithNoReaderFallsBackToStderrWithoutBlocking) {
+  TempDir dir("mate_sink_fifo");
+  const std::string fifo = (dir / "log.fifo").string(), err = (dir / "err.txt").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int err_fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  const int status = in_child_fds(-1, err_fd, [&] {
+    auto sink = mate::core::LogSink::open(fifo);
+    sink->write("record\n");
+    return sink->fell_back() ? 0 : 5;
+  });
+  ::close(err_fd);
+  ASSERT_TRUE(WIFEXITED(status)) << describe(status) << " (SIGALRM: blocked in open)";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const std::string text = read_file(err);
+  EXPECT_NE(text.find("cannot write the API log to '" + fifo + "': a FIFO with no reader"), std::string::npos) << text;
+  EXPECT_NE(text.find("record\n"), std::string::npos) << text;
+}
+
+// A FIFO with a reader works (blocking writes, whole records); when the reader goes, logging
+// stops with one message.
+TEST(LogSink, AFifoWithAReaderGetsTheRecordsUntilTheReaderGoes) {
+  TempDir dir("mate_sink_fifo_reader");
+  const std::string fifo = (dir / "log.fifo").string(), err = (dir / "err.txt").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  const int err_fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  int ready[2], go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(20);
+    ::close(reader);
+    ::dup2(err_fd, 2);
+    auto sink = mate::core::LogSink::open(fifo);
+    const int flags = ::fcntl(sink->fd(), F_GETFL);
+    sink->write("first\n");
+    char c = 0;
+    if (::write(ready[1], "r", 1) != 1 || ::read(go[0], &c, 1) != 1) std::_Exit(4);
+    sink->write("second\n");  // the reader has gone
+    std::_Exit(sink->fell_back() ? 5 : (flags & O_NONBLOCK) ? 6 : sink->stopped() ? 0 : 7);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  char buf[64] = {};
+  EXPECT_EQ(::read(reader, buf, sizeof buf), 6);
+  EXPECT_EQ(std::string(buf), "first\n");
+  ::close(reader);
+  ASSERT_EQ(::write(go[1], "g", 1), 1);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(err_fd);
+  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
+  ASSERT_TRUE(WIFEXITED(status)) << describe(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(read_file(err).find("the reader of the API log '" + fifo + "' went away"), std::string::npos) << read_file(err);
+}
+
+// The log holds argument values: a new file is 0600 and the directories made for it 0700, even
+// under umask 000.
+TEST(LogSink, NewFilesAre0600AndNewDirectories0700WhateverTheUmask) {
+  TempDir dir("mate_sink_modes");
+  const std::string log = (dir / "a" / "b" / "api.log").string();
+  const mode_t old = ::umask(0);
+  {
+    auto sink = mate::core::LogSink::open(log);
+    sink->write("record\n");
+  }
+  ::umask(old);
+  struct stat st {};
+  ASSERT_EQ(::stat(log.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  for (const auto& d : {dir / "a", dir / "a" / "b"}) {
+    ASSERT_EQ(::stat(d.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << d;
+  }
 }
 
 TEST(LogSink, ExpandPidReplacesEveryOccurrence) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -695,6 +696,132 @@ TEST_F(DumpTest, ARemovedDumpRootIsCreatedAgain) {
   EXPECT_EQ(mate::dump::read_call(d[0]).status, CallStatus::Completed);
   EXPECT_EQ(mode_of(root_ / "dumps"), 0700u);
   EXPECT_EQ(mate::dump::totals().failed, 0u);
+}
+
+
+// Links inside a dump lead out of it and are not followed: a tensor file, call.json, inputs/ or
+// a call directory that is a link is an error naming the path. The directory named (--dir) may
+// itself be a link.
+TEST_F(DumpTest, LinksInsideADumpAreRejectedNamingThePath) {
+  F32 x({1, 2}, {2}), out({0, 0}, {2});
+  add_one(&x.dl, &out.dl);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  const fs::path call = d[0], outside = root_ / "outside";
+  fs::create_directories(outside);
+  auto expect_error = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const mate::dump::DumpError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no DumpError";
+    return "";
+  };
+  mate::dump::CallRecord c = mate::dump::read_call(call.string());
+  const fs::path file = call / c.inputs[0].file;
+  // A tensor file that is a link.
+  fs::copy_file(file, outside / "x.mtensor");
+  fs::remove(file);
+  fs::create_symlink(outside / "x.mtensor", file);
+  std::string e = expect_error([&] { mate::dump::load_tensor(c, c.inputs[0]); });
+  EXPECT_NE(e.find(file.string() + " is a symbolic link"), std::string::npos) << e;
+  // inputs/ that is a link (to a complete copy).
+  fs::remove(file);
+  fs::copy_file(outside / "x.mtensor", file);
+  fs::copy(call / "inputs", outside / "inputs");
+  fs::remove_all(call / "inputs");
+  fs::create_directory_symlink(outside / "inputs", call / "inputs");
+  e = expect_error([&] { mate::dump::load_tensor(c, c.inputs[0]); });
+  EXPECT_NE(e.find((call / "inputs").string() + " is a symbolic link"), std::string::npos) << e;
+  // call.json that is a link.
+  fs::copy_file(call / "call.json", outside / "call.json");
+  fs::remove(call / "call.json");
+  fs::create_symlink(outside / "call.json", call / "call.json");
+  e = expect_error([&] { mate::dump::read_call(call.string()); });
+  EXPECT_NE(e.find((call / "call.json").string() + " is a symbolic link"), std::string::npos) << e;
+  fs::remove(call / "call.json");
+  fs::copy_file(outside / "call.json", call / "call.json");
+  // A call directory that is a link: listed, and rejected by name.
+  const fs::path moved = outside / call.filename();
+  fs::rename(call, moved);
+  fs::create_directory_symlink(moved, call);
+  d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  e = expect_error([&] { mate::dump::read_call(d[0]); });
+  EXPECT_NE(e.find(call.string() + " is a symbolic link"), std::string::npos) << e;
+  // The directory named may be a link: to the root, or to the call directory itself.
+  fs::remove(call);
+  fs::rename(moved, call);
+  fs::remove_all(call / "inputs");
+  fs::copy(outside / "inputs", call / "inputs");
+  fs::create_directory_symlink(root_ / "dumps", root_ / "root_link");
+  d = mate::dump::find_call_dirs((root_ / "root_link").string());
+  ASSERT_EQ(d.size(), 1u);
+  c = mate::dump::read_call(d[0]);
+  EXPECT_EQ(mate::dump::load_tensor(c, c.inputs[0]).data.size(), 8u);
+  fs::create_directory_symlink(call, root_ / "call_link");
+  d = mate::dump::find_call_dirs((root_ / "call_link").string());
+  ASSERT_EQ(d.size(), 1u);
+  c = mate::dump::read_call(d[0]);
+  EXPECT_EQ(mate::dump::load_tensor(c, c.inputs[0]).data.size(), 8u);
+}
+
+// A FIFO in place of call.json is an error at once, not a reader blocked forever.
+TEST_F(DumpTest, AFifoInPlaceOfCallJsonIsAnErrorNotAHang) {
+  F32 x({1}, {1});
+  skip_me(&x.dl);
+  auto d = dirs();
+  ASSERT_EQ(d.size(), 1u);
+  const fs::path json_path = fs::path(d[0]) / "call.json";
+  fs::remove(json_path);
+  ASSERT_EQ(::mkfifo(json_path.c_str(), 0600), 0);
+  try {
+    mate::dump::read_call(d[0]);
+    ADD_FAILURE() << "no DumpError";
+  } catch (const mate::dump::DumpError& e) {
+    EXPECT_NE(std::string(e.what()).find(json_path.string() + " is a FIFO, not a regular file"), std::string::npos) << e.what();
+  }
+}
+
+// An existing dump root is used as it is: the banner says its mode rather than claiming it was
+// created 0700, and a root other users can write to is warned about.
+TEST_F(DumpTest, AnExistingWorldWritableRootIsUsedWithAWarning) {
+  fs::create_directories(root_ / "dumps");
+  ASSERT_EQ(::chmod((root_ / "dumps").c_str(), 0777), 0);
+  F32 x({1}, {1});
+  ::testing::internal::CaptureStderr();
+  skip_me(&x.dl);
+  skip_me(&x.dl);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("the directory is created with mode 0700"), std::string::npos) << err;
+  EXPECT_NE(err.find("the existing directory has mode 0777"), std::string::npos) << err;
+  EXPECT_NE(err.find("is writable by every user (mode 0777)"), std::string::npos) << err;
+  EXPECT_EQ(err.find("writable by"), err.rfind("writable by")) << "one warning: " << err;
+  EXPECT_EQ(mode_of(root_ / "dumps"), 0777u) << "used as it is";
+  ASSERT_EQ(dirs().size(), 2u);
+  EXPECT_EQ(mode_of(dirs()[0]), 0700u);
+}
+
+// Under umask 000 every directory MATE creates for dumps is still 0700, every file 0600.
+TEST_F(DumpTest, UnderUmask000DirectoriesAre0700AndFiles0600) {
+  const fs::path deep = root_ / "a" / "b" / "dumps";
+  configure({{Var::MATE_DUMP_DIR, deep.string()}});
+  const mode_t old = ::umask(0);
+  F32 x({1, 2}, {2}), out({0, 0}, {2});
+  ::testing::internal::CaptureStderr();
+  add_one(&x.dl, &out.dl);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ::umask(old);
+  EXPECT_NE(err.find("the directory is created with mode 0700"), std::string::npos) << err;
+  for (const fs::path& p : {root_ / "a", root_ / "a" / "b", deep}) EXPECT_EQ(mode_of(p), 0700u) << p;
+  const auto d = mate::dump::find_call_dirs(deep.string());
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(mode_of(d[0]), 0700u);
+  EXPECT_EQ(mode_of(fs::path(d[0]) / "inputs"), 0700u);
+  EXPECT_EQ(mode_of(fs::path(d[0]) / "call.json"), 0600u);
+  for (const auto& f : fs::directory_iterator(fs::path(d[0]) / "inputs")) EXPECT_EQ(mode_of(f.path()), 0600u) << f.path();
+  EXPECT_EQ(mode_of(root_ / "log.txt"), 0600u) << "the log file too";
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The tensor file formats byte by byte, and readers facing damaged files.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -362,6 +363,76 @@ TEST_F(TensorFileTest, ALeftoverTemporaryWithThisPidIsReplaced) {
   float value = 0;
   std::memcpy(&value, back.data.data(), sizeof value);
   EXPECT_EQ(value, 1.5f);
+}
+
+}  // namespace
+
+namespace {
+
+// Readers open regular files only: a FIFO in place of a tensor file is an error at once (not a
+// replay blocked forever), a link to /dev/zero is not followed (not read until memory runs out).
+TEST_F(TensorFileTest, ReadersOpenRegularFilesOnlyAndFollowNoLink) {
+  const std::string fifo = (dir_ / "t.mtensor").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string a = expect_error([&] { mate::dump::read_mtensor(fifo); });
+  EXPECT_NE(a.find(fifo + " is a FIFO, not a regular file"), std::string::npos) << a;
+  const std::string b = expect_error([&] { mate::dump::read_safetensors(fifo, "a"); });
+  EXPECT_NE(b.find(fifo + " is a FIFO"), std::string::npos) << b;
+  for (const char* device : {"/dev/zero", "/dev/urandom"}) {
+    const std::string link = (dir_ / (std::string("link") + (device + 5))).string();
+    fs::create_symlink(device, link);
+    const std::string e = expect_error([&] { mate::dump::read_mtensor(link); });
+    EXPECT_NE(e.find(link + " is a symbolic link"), std::string::npos) << e;
+  }
+  // A link to a good file is not followed either: it may lead anywhere.
+  std::vector<float> buf(4, 1.0f);
+  std::vector<std::int64_t> shape{4};
+  DLTensor t = dl_view(buf.data(), ScalarType::F32, shape);
+  const std::string good = (dir_ / "good.mtensor").string(), link = (dir_ / "link.mtensor").string();
+  ASSERT_TRUE(mate::dump::write_mtensor(good, mate::tensor::TensorView(t)).ok());
+  EXPECT_EQ(mate::dump::read_mtensor(good).data.size(), 16u);
+  fs::create_symlink(good, link);
+  EXPECT_NE(expect_error([&] { mate::dump::read_mtensor(link); }).find("is a symbolic link"), std::string::npos);
+}
+
+// A valid header describing more data than memory allows: "out of memory", with the bytes
+// needed, never "truncated". The file is sparse (6e9 bytes, none allocated); the child reads it
+// under a 2 GiB address-space limit.
+TEST_F(TensorFileTest, ATensorThatDoesNotFitInMemoryIsOutOfMemoryNotTruncated) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers reserve more address space than the limit allows";
+#endif
+  constexpr std::uint64_t kBytes = 6'000'000'000;
+  const std::string header = R"({"format":"mate-tensor","version":1,"dtype":"u8","dlpack_dtype":{"code":1,"bits":8,"lanes":1},)"
+                             R"("shape":[6000000000],"strides":[1],"byte_offset":0,"device":"cpu","device_type":1,)"
+                             R"("device_id":0,"data_begin":0,"nbytes":6000000000})";
+  std::string prefix(mate::dump::kTensorMagic, 8);
+  for (int i = 0; i < 8; ++i) prefix.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  const std::string path = (dir_ / "huge.mtensor").string(), err = (dir_ / "err.txt").string();
+  {
+    std::ofstream(path, std::ios::binary) << prefix << header;
+  }
+  fs::resize_file(path, prefix.size() + header.size() + kBytes);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    rlimit lim{std::uint64_t{2} << 30, RLIM_INFINITY};
+    if (::setrlimit(RLIMIT_AS, &lim) != 0) std::_Exit(90);
+    std::string message = "no error";
+    try {
+      (void)mate::dump::read_mtensor(path);
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    std::ofstream(err) << message;
+    std::_Exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const std::string message = read_file(err);
+  EXPECT_NE(message.find(path + ": out of memory: reading it needs 6000000000 bytes"), std::string::npos) << message;
+  EXPECT_EQ(message.find("truncated"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -51,6 +51,19 @@ TEST(LogProcesses, CrashInsideACallLeavesItsInputsInTheLogFile) {
   EXPECT_EQ(text.find("outputs"), std::string::npos) << "the call never returned";
 }
 
+// The issue's `MATE_LOGLEVEL=3 MATE_LOGDEST=stderr prog 2>&1 >/dev/null | head -1`: head exits
+// after one line while the program still logs (records of several KB, far more than a pipe
+// holds). The program exits 0, as it does without logging, never 141 (SIGPIPE).
+TEST(LogProcesses, AReaderThatExitsEarlyDoesNotKillTheProgram) {
+  for (const std::string dest : {"stderr", "stdout"}) {
+    const std::string redirect = dest == "stderr" ? "2>&1 >/dev/null" : "2>/dev/null";
+    auto r = mate::testing::run({"/bin/bash", "-c",
+                                 "set -o pipefail; MATE_LOGLEVEL=3 MATE_LOGDEST=" + dest + " " MATE_LOG_CHILD
+                                 " stress 2 100 " + redirect + " | head -1 >/dev/null; echo \"status $?\""});
+    EXPECT_EQ(r.out, "status 0\n") << dest << ": " << r.err;
+  }
+}
+
 TEST(LogProcesses, CrashReportContextNamesTheCallInFlight) {
   auto r = mate::testing::run({MATE_LOG_CHILD, "crash-context"},
                               crashing_child_env({{"MATE_LOGLEVEL", "1"}, {"MATE_LOGDEST", "stdout"}}));

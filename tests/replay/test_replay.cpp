@@ -1,5 +1,6 @@
 // Replaying dumps in-process: the sample kernels are dumped at level 10, then replayed.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -284,6 +285,30 @@ TEST_F(ReplayTest, DamagedTensorFilesArePerCallErrorsNamingTheFile) {
   EXPECT_EQ(results[0].message, truncated + ": truncated: 10 bytes, shorter than the 16-byte prefix");
   EXPECT_EQ(results[1].outcome, Outcome::Error);
   EXPECT_EQ(results[1].message, "cannot open " + missing + ": No such file or directory");
+  EXPECT_EQ(results[2].outcome, Outcome::Passed);
+}
+
+// A tensor file that is a link (here to an intact copy outside the dump) is not replayed as
+// "passed": links inside a dump are not followed. A FIFO in place of one is an error at once,
+// not a replay blocked forever.
+TEST_F(ReplayTest, LinkedOrSpecialTensorFilesArePerCallErrorsNamingTheFile) {
+  run_workload();
+  auto dirs = mate::dump::find_call_dirs(dumps());
+  mate::dump::CallRecord c = mate::dump::read_call(dirs[0]);
+  const fs::path linked = fs::path(dirs[0]) / c.inputs[0].file;
+  fs::copy_file(linked, root_ / "elsewhere.mtensor");
+  fs::remove(linked);
+  fs::create_symlink(root_ / "elsewhere.mtensor", linked);
+  mate::dump::CallRecord c2 = mate::dump::read_call(dirs[1]);
+  const fs::path fifo = fs::path(dirs[1]) / c2.inputs[0].file;
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto results = replay();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].outcome, Outcome::Error);
+  EXPECT_NE(results[0].message.find(linked.string() + " is a symbolic link"), std::string::npos) << results[0].message;
+  EXPECT_EQ(results[1].outcome, Outcome::Error);
+  EXPECT_NE(results[1].message.find(fifo.string() + " is a FIFO, not a regular file"), std::string::npos) << results[1].message;
   EXPECT_EQ(results[2].outcome, Outcome::Passed);
 }
 

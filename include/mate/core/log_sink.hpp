@@ -18,6 +18,12 @@
 //    program) or any other write error prints one message on stderr naming the path and the
 //    error, and the sink falls back to stderr, where the record is written whole. Nothing here
 //    throws, and no signal disposition is changed.
+//  * A closed reader (stdout or stderr into a pipe whose reader exited, a FIFO) is EPIPE, never
+//    SIGPIPE (quiet_write.hpp: on pipes SIGPIPE is blocked around the write; regular files pay
+//    nothing): logging stops, with one message on stderr unless stderr is what broke.
+//  * A new log file is created 0600 (it holds argument values), missing parent directories 0700,
+//    whatever the umask. A FIFO is opened non-blocking (then made blocking again): one with no
+//    reader is an error (stderr fallback), not a program blocked in open() forever.
 #pragma once
 
 #include <atomic>
@@ -26,6 +32,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+
+#include "mate/core/quiet_write.hpp"
 
 namespace mate::core {
 
@@ -47,7 +55,9 @@ class LogSink {
   const std::string& path() const noexcept { return path_; }
   // True when the destination failed and records go to stderr instead.
   bool fell_back() const noexcept { return fallback_.load(std::memory_order_relaxed); }
+  // The descriptor records go to; -1 once logging stopped (the reader of a pipe went away).
   int fd() const noexcept { return fd_.load(std::memory_order_relaxed); }
+  bool stopped() const noexcept { return fd() < 0; }
 
   // pthread_atfork's child handler (registered by open()): bumps the fork generation and resets
   // every file sink's locks. Not for callers.
@@ -58,6 +68,7 @@ class LogSink {
   void open_file();
   void reopen_after_fork() noexcept;
   void fall_back(int error) noexcept;
+  void stop(int fd) noexcept;
   int append(int fd, std::string_view record) noexcept;
   int reserve(int fd, std::uint64_t size, std::uint64_t bytes, std::uint64_t limit) noexcept;
 
@@ -65,6 +76,7 @@ class LogSink {
   bool per_process_ = false;  // pattern_ contains "%i"
   std::string path_;
   std::atomic<int> fd_{2};
+  std::atomic<StreamKind> kind_{StreamKind::Pipe};  // of fd_ as opened (stream_kind, once)
   int owned_ = -1;  // fd to close, -1 when stdout/stderr
   std::atomic<bool> fallback_{false};
   std::atomic<unsigned> opened_in_{0};  // the fork generation whose process opened owned_
