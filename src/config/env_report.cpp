@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+
 #include <fmt/format.h>
 
 namespace mate::config {
@@ -18,10 +20,24 @@ std::string path_problem(const VarInfo& v, const std::string& value) {
   if (value.empty()) return "";
   struct stat st {};
   const bool exists = ::stat(value.c_str(), &st) == 0;
+  const bool through_a_file = !exists && errno == ENOTDIR;  // a component on the way is not a directory
   if (v.id == Var::MATE_DUMP_DIR || v.id == Var::MATE_WORKSPACE_BASE) {
     if (exists && !S_ISDIR(st.st_mode))
       return fmt::format("{}='{}' is invalid: it exists and is not a directory; accepted: a directory (made when "
                          "missing)", v.name, value);
+    if (through_a_file) {
+      // Name the component that is in the way: the longest prefix that exists and is no directory.
+      std::string blocker = value;
+      for (std::size_t slash = value.rfind('/'); slash != std::string::npos && slash > 0; slash = value.rfind('/', slash - 1)) {
+        const std::string prefix = value.substr(0, slash);
+        if (::stat(prefix.c_str(), &st) == 0) {
+          if (!S_ISDIR(st.st_mode)) blocker = prefix;
+          break;
+        }
+      }
+      return fmt::format("{}='{}' is invalid: {} is not a directory, so the directory cannot be made there; "
+                         "accepted: a directory (made when missing)", v.name, value, blocker);
+    }
   } else if ((v.id == Var::MATE_NVCC || v.id == Var::MATE_MCC) && value.find('/') != std::string::npos) {
     // A bare name is looked for on PATH at run time, never in the current directory.
     if (exists && S_ISDIR(st.st_mode))

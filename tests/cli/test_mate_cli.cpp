@@ -92,6 +92,14 @@ TEST(MateEnv, CheckFailsOnPathsTheRuntimeWouldReject) {
   auto r = mate_cmd({"env", "--check"}, {{"MATE_DUMP_DIR", file}});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("MATE_DUMP_DIR='" + file + "' is invalid: it exists and is not a directory"));
+  // A path through a file can never be made (issue 23 item 8).
+  for (const char* var : {"MATE_DUMP_DIR", "MATE_WORKSPACE_BASE"}) {
+    r = mate_cmd({"env", "--check"}, {{var, file + "/sub/dir"}});
+    EXPECT_EQ(r.exit_code, 1) << var;
+    EXPECT_THAT(r.err, HasSubstr(std::string(var) + "='" + file + "/sub/dir' is invalid: " + file + " is not a directory"));
+  }
+  r = mate_cmd({"env", "--check"}, {{"MATE_DUMP_DIR", dir.path + "/new/sub"}});  // made when missing
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   r = mate_cmd({"env", "--check"}, {{"MATE_NVCC", dir.path}});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("is invalid: a directory; accepted: the compiler's path"));
