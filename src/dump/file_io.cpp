@@ -259,14 +259,6 @@ void check_directories_inside(const std::string& dir, const std::string& relativ
   }
 }
 
-std::optional<tensor::ScalarType> scalar_type_named(std::string_view name) {
-  for (int i = 0; i < static_cast<int>(tensor::ScalarType::Unsupported); ++i) {
-    auto s = static_cast<tensor::ScalarType>(i);
-    if (tensor::dtype_name(tensor::dl_dtype(s)) == name) return s;
-  }
-  return std::nullopt;
-}
-
 bool mul_overflows(std::int64_t a, std::int64_t b, std::int64_t* out) {
   return __builtin_mul_overflow(a, b, out);
 }

@@ -99,9 +99,6 @@ void check_directories_inside(const std::string& dir, const std::string& relativ
 // named it). Throws DumpError naming the path.
 void check_not_a_link(const std::string& path, std::string_view what);
 
-// The ScalarType named `name` by tensor::dtype_name ("f32", "bf16", ...).
-std::optional<tensor::ScalarType> scalar_type_named(std::string_view name);
-
 // Checked arithmetic for sizes read from untrusted files.
 bool mul_overflows(std::int64_t a, std::int64_t b, std::int64_t* out);
 
