@@ -13,6 +13,7 @@ namespace mate::log::detail {
 
 struct CallState {
   const char* name;
+  std::optional<PythonOrigin> python;
   std::uint64_t seq;
   Settings settings;
   std::chrono::steady_clock::time_point start;
@@ -46,12 +47,13 @@ void write(const CallState& s, const std::string& record) {
 
 }  // namespace
 
-CallState* begin_call(const char* name, Collector collect, void* context) {
+CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python) {
   Settings settings = current_settings();  // also latches g_level on the first call
   if (settings.level <= 0) return nullptr;
-  auto* s = new CallState{name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings),
+  auto* s = new CallState{name, std::nullopt, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings),
                           {}, std::uncaught_exceptions(), {}, {}, {}};
-  const CallInfo info{s->name, s->seq, s->settings.level};
+  if (python != nullptr) s->python = *python;
+  const CallInfo info{s->name, s->seq, s->settings.level, s->python ? &*s->python : nullptr};
   try {
     if (s->settings.level < 3) {
       write(*s, render(s->settings.format, header_for(*s), Event::Call, s->settings.level, {}, nullptr));
@@ -86,6 +88,12 @@ void record_exception(CallState* state, const std::type_info* type, const char* 
   }
 }
 
+void record_exception_named(CallState* state, std::string type, std::string message) {
+  state->outcome.threw = true;
+  state->outcome.exception_type = std::move(type);
+  state->outcome.exception_message = std::move(message);
+}
+
 void end_call(CallState* s) noexcept {
   auto elapsed = std::chrono::steady_clock::now() - s->start;
   pop_in_flight();
@@ -93,7 +101,7 @@ void end_call(CallState* s) noexcept {
   if (std::uncaught_exceptions() > s->uncaught) s->outcome.threw = true;  // scope form
   if (s->settings.level >= 3) {
     try {
-      const CallInfo info{s->name, s->seq, s->settings.level};
+      const CallInfo info{s->name, s->seq, s->settings.level, s->python ? &*s->python : nullptr};
       ArgList outputs;
       if (!s->outcome.threw) {
         if (s->outputs) s->outputs(outputs);

@@ -75,10 +75,18 @@ void set_level_for_testing(int level);
 
 // ---- call hooks: the extension point for dumps ----
 
+// Where a function that is not C++ lives, so that a dump can name it for replay (the Python
+// decorator, mate.api_logging, fills it; C++ calls have none).
+struct PythonOrigin {
+  std::string function;  // "module:qualname"
+  std::string script;    // the script's absolute path when the module is __main__, else ""
+};
+
 struct CallInfo {
   const char* name;
   std::uint64_t seq;
   int level;
+  const PythonOrigin* python = nullptr;  // set for calls logged from Python
 };
 
 struct CallOutcome {
@@ -109,10 +117,12 @@ extern std::atomic<int> g_level;
 
 struct CallState;
 using Collector = void (*)(void* context, ArgList& args);
-CallState* begin_call(const char* name, Collector collect, void* context);
+CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python = nullptr);
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect);
 void add_return_value(CallState* state, Arg value);
 void record_exception(CallState* state, const std::type_info* type, const char* message);
+// An exception whose type is known by name (a Python exception: "ValueError").
+void record_exception_named(CallState* state, std::string type, std::string message);
 void end_call(CallState* state) noexcept;
 
 template <class T>
