@@ -9,7 +9,9 @@
 #include "bindings.hpp"
 #include "config/env_report.hpp"
 #include "mate/cli/program.hpp"
+#include "mate/config.hpp"
 #include "mate/core/install_location.hpp"
+#include "mate/core/test_shard.hpp"
 
 namespace py = pybind11;
 
@@ -35,6 +37,32 @@ void add_program(py::module_& m) {
         return config::render_json(config::collect(options)).dump();
       },
       py::arg("all") = true, "`mate env --json` (every variable with all=True)");
+  py::register_exception<config::ConfigError>(m, "ConfigError", PyExc_ValueError);
+  m.def(
+      "config_value",
+      [](const std::string& name) -> py::object {
+        const config::VarInfo* v = config::find(name);
+        if (v == nullptr) throw py::key_error("no variable " + name + " in MATE's registry");
+        const config::Value value = config::get(v->id);  // ConfigError names the variable and what it accepts
+        switch (v->type) {
+          case config::Type::Bool: return py::bool_(value.boolean);
+          case config::Type::Int: return py::int_(value.integer);
+          case config::Type::Float: return py::float_(value.real);
+          case config::Type::PatternList:
+          case config::Type::ArchList: return py::cast(value.list);
+          default: return py::str(value.text);
+        }
+      },
+      py::arg("name"), "A variable's typed value, read through the registry (ConfigError when invalid)");
+  m.def(
+      "config_is_set", [](const std::string& name) {
+        const config::VarInfo* v = config::find(name);
+        if (v == nullptr) throw py::key_error("no variable " + name + " in MATE's registry");
+        return config::is_set(v->id);
+      },
+      py::arg("name"));
+  m.def("shard_of_test_file", &core::shard_of_test_file, py::arg("path"), py::arg("total"),
+        "The shard of a test file (mate/core/test_shard.hpp), as MATE's GoogleTest main splits");
   m.def("library_directory", &core::code_directory, "The directory of libmate.so");
   m.def("install_tree", &core::install_tree, "libmate.so's directory's parent (bin/, lib/ below it)");
 }

@@ -12,6 +12,9 @@ import textwrap
 
 import pytest
 
+# MATE's own Python tests load its plugin like any kernel library's would (opt-in).
+pytest_plugins = ["mate.pytest_plugin"]
+
 PYTHON = "/usr/bin/python3"
 
 

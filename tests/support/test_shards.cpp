@@ -10,18 +10,13 @@
 #include <vector>
 
 #include "mate/config.hpp"
+#include "mate/core/test_shard.hpp"
 
 namespace mate::testing {
 
 namespace {
 
-// The last two components of a path: stable across checkouts, distinct within this tree.
-std::string_view file_key(std::string_view file) {
-  std::size_t cut = file.rfind('/');
-  if (cut == std::string_view::npos || cut == 0) return file;
-  cut = file.rfind('/', cut - 1);
-  return cut == std::string_view::npos ? file : file.substr(cut + 1);
-}
+std::string_view file_key(std::string_view file) { return core::test_file_key(file); }
 
 // GoogleTest's filter syntax: "POSITIVE[-NEGATIVE]", each a ':'-separated list of patterns
 // with * and ?. Needed to name only the tests the run would otherwise have selected.
@@ -47,14 +42,7 @@ bool selected_by(const std::string& filter, const std::string& name) {
 
 }  // namespace
 
-std::int64_t shard_of_file(std::string_view file, std::int64_t total) {
-  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a
-  for (char c : file_key(file)) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 1099511628211ull;
-  }
-  return static_cast<std::int64_t>(hash % static_cast<std::uint64_t>(total));
-}
+std::int64_t shard_of_file(std::string_view file, std::int64_t total) { return core::shard_of_test_file(file, total); }
 
 void select_test_shard() {
   const std::int64_t total = config::pytest_shard_total();
