@@ -39,9 +39,10 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
                 "(MATE_GUARD_BACKTRACES=0)");
   cmd->add_option("--align", flags->align,
                   "Alignment of guarded malloc/calloc/realloc blocks, a power of two from 1 to 4096 (default: "
-                  "max_align_t's, 16): 1 ends every block exactly at the guard, so a 1-byte overrun of an odd-size "
-                  "buffer faults at the access (Electric Fence's EF_ALIGNMENT); code that assumes malloc's "
-                  "alignment may then fault or slow down. posix_memalign/aligned_alloc/memalign keep theirs")
+                  "max_align_t's, 16; below that each block keeps the alignment its size implies): 1 ends an "
+                  "odd-size buffer exactly at the guard, so a 1-byte overrun faults at the access (Electric "
+                  "Fence's EF_ALIGNMENT); a header of stricter alignment at the start of an odd-size block is "
+                  "then misaligned. posix_memalign/aligned_alloc/memalign keep theirs")
       ->check([](const std::string& text) -> std::string {
         std::size_t used = 0;
         unsigned long long v = 0;

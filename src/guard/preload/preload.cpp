@@ -16,7 +16,7 @@
 // Allocations below MATE_GUARD_MIN_BYTES and allocations the system refuses to map go to the
 // real allocator (the latter counted as unguarded). Alignments above a page are guarded too (the
 // allocator over-reserves and slides the mapping).
-// The map-entry policy (docs/guard-allocator.md, "Memory map entries"): the guard maps up to
+// The map-entry policy (docs/guard-allocator.md, "The map-entry budget under mate guard-run"): the guard maps up to
 // vm.max_map_count less a reserve for the program's own mappings (MATE_GUARD_MAP_RESERVE), and
 // malloc/calloc/realloc blocks below MATE_GUARD_SMALL_BYTES (an interpreter's, by the million)
 // only up to MATE_GUARD_SMALL_SHARE percent of that, so the rest stays for tensors, aligned and
@@ -278,6 +278,19 @@ bool guarded() noexcept {
   return s == kReady && !t_inside && !g_stopped.load(std::memory_order_relaxed);
 }
 
+// The alignment of a guarded malloc/calloc/realloc block: the default (0, max_align_t's), or
+// under --align N below 16: N for a block of odd size, which no type larger than a byte fills,
+// so it ends exactly at the guard; at least 8 for one of even size (16 for a multiple of 16), so
+// that an object or array of any type but long double and vectors stays aligned for its type
+// (CPython keeps flags in the low bits of its collected objects' pointers, and its code objects
+// have sizes that are only multiples of 2; it still needs --align 2 or more to start).
+std::size_t malloc_alignment(std::size_t size) noexcept {
+  if (g_align == 0 || g_align >= 16) return g_align;
+  if (size % 2 == 1) return g_align;
+  const std::size_t natural = size % 16 == 0 ? 16 : 8;
+  return natural > g_align ? natural : g_align;
+}
+
 // Not inlined: backtraces leave out exactly this frame and the interposed entry point's.
 // `small`: a malloc/calloc/realloc block below MATE_GUARD_SMALL_BYTES (Priority::Low).
 __attribute__((noinline)) void* guard_alloc(std::size_t size, std::size_t alignment, bool small) noexcept {
@@ -399,7 +412,7 @@ namespace {
 // exactly those two frames (config.skip_frames), and the first one shown is the caller's.
 __attribute__((always_inline)) inline void* allocate_path(std::size_t size) noexcept {
   if (guarded() && size >= g_min_bytes) {
-    if (void* p = guard_alloc(size, g_align, size < g_small_bytes)) return p;
+    if (void* p = guard_alloc(size, malloc_alignment(size), size < g_small_bytes)) return p;
   }
   count_unguarded(size);
   return unguarded_malloc(size);
@@ -440,7 +453,7 @@ MATE_EXPORT void* calloc(size_t n, size_t size) noexcept {
   }
   // Guarded memory is freshly mapped, hence already zero.
   if (guarded() && total >= g_min_bytes) {
-    if (void* p = guard_alloc(total, g_align, total < g_small_bytes)) return p;
+    if (void* p = guard_alloc(total, malloc_alignment(total), total < g_small_bytes)) return p;
   }
   if (t_inside)
     if (void* p = arena::arena_allocate(total, 0, true)) return p;
