@@ -84,7 +84,9 @@ bool MapEntryBudget::admit(SlotTable& table, bool low_priority, EvictOldest evic
   std::lock_guard lock(table.mutex);
   const std::size_t limit = low_priority ? low_limit_ : limit_;
   Refusal& refusal = refusal_[low_priority ? 1 : 0];
-  if (!fits(table, limit)) {
+  // After a refusal the estimate may fit again within the room a count asked for: that room
+  // is kept until a count shows it (may_count_again).
+  if (refusal.refused || !fits(table, limit)) {
     if (refusal.refused && !may_count_again(refusal)) return false;
     const auto room = [&] { return counted_ + entries_since_count_ + 3 * kMinRoomAllocations <= limit; };
     bool counted = recount(table);
