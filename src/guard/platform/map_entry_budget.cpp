@@ -66,13 +66,13 @@ bool MapEntryBudget::recount(const SlotTable& table) noexcept {
 }
 
 // After a refusal a class counts again only once enough of its frees may have made room, and
-// no sooner than 16 counts' time after the last (unless an eighth of the limit was freed): a
-// program that keeps allocating while entries are short (an interpreter's small blocks, by the
-// million) must not spend its run counting.
+// no sooner than 16 counts' time after the last (unless 512 were freed): a program that keeps
+// allocating while entries are short (an interpreter's small blocks, by the million) must not
+// spend its run counting.
 bool MapEntryBudget::may_count_again(const Refusal& r) const noexcept {
   constexpr std::size_t kMinFrees = 256;
   if (r.frees_since < kMinFrees) return false;
-  return r.frees_since >= limit_ / 8 || now_ns() - last_count_end_ns_ >= 16 * last_count_cost_ns_;
+  return r.frees_since >= 2 * kMinFrees || now_ns() - last_count_end_ns_ >= 16 * last_count_cost_ns_;
 }
 
 // The estimate is counted again when it would pass the class's limit: after a count it runs 3 an
