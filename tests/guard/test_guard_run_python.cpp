@@ -8,10 +8,12 @@
 
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 
 #include "guard_test_mode.hpp"
 #include "subprocess.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -92,6 +94,28 @@ TEST(GuardRunPython, ImportNumpyBehavesAsWithoutTheGuard) {
   auto g = guarded({}, script);
   EXPECT_EQ(g.exit_code, plain.exit_code) << g.err;
   EXPECT_EQ(g.out, plain.out);
+}
+
+// pytest collects and runs a torch test under the guard with the result and status it has
+// without it (the timing in its last line aside).
+TEST(GuardRunPython, PytestRunsATorchTestAsWithoutTheGuard) {
+  SKIP_UNLESS_PYTHON_HAS("torch");
+  SKIP_UNLESS_PYTHON_HAS("pytest");
+  mate::testing::TempDir dir("mate_guard_pytest");
+  std::ofstream(dir / "test_sum.py") << "import torch\n"
+                                        "def test_sum():\n"
+                                        "    assert torch.ones(4).sum().item() == 4\n"
+                                        "def test_fails():\n"
+                                        "    assert torch.zeros(2).sum().item() == 1\n";
+  const std::vector<std::string> pytest{kPython, "-m", "pytest", "-q", "-p", "no:cacheprovider", (dir / "test_sum.py").string()};
+  auto plain = run(pytest);
+  std::vector<std::string> argv{MATE_BINARY, "guard-run", "--"};
+  argv.insert(argv.end(), pytest.begin(), pytest.end());
+  auto g = run(argv);
+  EXPECT_EQ(plain.exit_code, 1) << plain.out << plain.err;
+  EXPECT_EQ(g.exit_code, plain.exit_code) << g.out << g.err;
+  EXPECT_THAT(g.out, HasSubstr("1 failed, 1 passed"));
+  EXPECT_THAT(g.out, HasSubstr("assert 0.0 == 1"));
 }
 
 // The training step prints the same under the guard, every tensor is guarded, and --summary says
