@@ -257,6 +257,26 @@ libc.free(p)
   EXPECT_THAT(g.err, HasSubstr("verdict: underrun (before the start); head mode faulted at the first invalid access"));
 }
 
+// A write in the padding after the end faults in no mode: a verdict, no rerun.
+TEST(GuardRunPython, AutoModeGivesAVerdictWithoutARerunForTheAlignmentPadding) {
+  SKIP_UNLESS_PYTHON_HAS("ctypes");
+  auto g = guarded({"--mode", "auto"}, R"(
+import ctypes
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+p = libc.malloc(4001)
+ctypes.memset(p + 4001, 0x41, 1)
+libc.free(p)
+)");
+  EXPECT_EQ(g.exit_code, 134) << g.err;
+  EXPECT_THAT(g.err, HasSubstr("canary corrupted at free"));
+  EXPECT_THAT(g.err, Not(HasSubstr("running the same command again")));
+  EXPECT_THAT(g.err, ::testing::ContainsRegex("verdict: overrun \\(past the end\\), within the allocation's alignment "
+                                              "padding: tail mode found the canary 0 bytes past the end of allocation "
+                                              "#[0-9]+ of 4001 bytes"));
+}
+
 // A program that ends cleanly is run once.
 TEST(GuardRunPython, AutoModeDoesNotRerunACleanProgram) {
   SKIP_UNLESS_PYTHON_HAS("ctypes");

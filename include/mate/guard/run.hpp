@@ -28,10 +28,10 @@ struct GuardRunOptions {
 };
 
 // `mate guard-run --mode auto`: runs in tail mode; when that run ends with a canary found
-// corrupted at free instead of a fault at the access, runs the same command again in the mode
-// that faults at that side (head for an underrun; tail with --align 1 for a write in the
-// alignment padding after the end) and prints one verdict. A run that ends cleanly, or without a
-// canary finding, is not run again. Returns the exit status of the run that showed the bug.
+// corrupted before the start instead of a fault at the access, runs the same command again in
+// head mode and prints one verdict; a canary past the end (the alignment padding, where no mode
+// faults) gets a verdict without a rerun. A run that ends cleanly, or without a canary finding,
+// is not run again. Returns the exit status of the run that showed the bug.
 int run_guarded_auto(const std::vector<std::string>& argv, const GuardRunOptions& options);
 
 // The preload library next to this program (build tree or installed tree). Throws GuardError

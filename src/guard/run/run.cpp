@@ -225,22 +225,21 @@ int run_guarded_auto(const std::vector<std::string>& argv, const GuardRunOptions
   // canary finding: nothing to compare.
   if (found.empty()) return tail_status;
   const CanaryFinding& first = found.front();
-  GuardRunOptions again = options;
-  std::string how;
-  if (first.before) {
-    again.mode = Mode::Head;
-    how = "head mode";
-  } else if (options.align != 1) {
-    again.mode = Mode::Tail;
-    again.align = 1;
-    how = "tail mode with --align 1";
-  } else {
+  // Past the end, tail mode's canary is the padding up to the alignment: no mode faults there.
+  // --align 1 would for a malloc block of odd size, but it stops CPython at start-up and does
+  // not apply to posix_memalign blocks (tensors): said, not run.
+  if (!first.before) {
     std::fprintf(stderr,
-                 "mate guard-run --mode auto: verdict: overrun past the end: tail mode found the canary %s corrupted "
-                 "at free; the write stayed within the allocation's own padding, which no mode makes fault\n",
+                 "mate guard-run --mode auto: verdict: overrun (past the end), within the allocation's alignment "
+                 "padding: tail mode found the canary %s corrupted at free, and no mode faults there (head mode "
+                 "leaves more bytes before its guard); for a malloc block of odd size in a C or C++ program, "
+                 "mate guard-run --align 1 faults at the access\n",
                  describe_finding(first).c_str());
     return tail_status;
   }
+  GuardRunOptions again = options;
+  again.mode = Mode::Head;
+  const std::string how = "head mode";
   std::fprintf(stderr,
                "mate guard-run --mode auto: tail mode found the canary %s corrupted at free, not at the access; "
                "running the same command again in %s to fault at the first invalid access\n",
@@ -249,7 +248,7 @@ int run_guarded_auto(const std::vector<std::string>& argv, const GuardRunOptions
   const int again_status = run_guarded(argv, again);
   const std::vector<CanaryFinding> found_again = read_findings(again.outcome_fd);
   close(again.outcome_fd);
-  const char* side = first.before ? "underrun (before the start)" : "overrun (past the end)";
+  const char* side = "underrun (before the start)";
   if (faulted(again_status)) {
     std::fprintf(stderr,
                  "mate guard-run --mode auto: verdict: %s; %s faulted at the first invalid access (the report just "
