@@ -134,6 +134,19 @@ TEST(GuardRunPython, TrainingStepBehavesAsWithoutTheGuardWithTensorsGuarded) {
   EXPECT_EQ(g.err.find("summary:"), g.err.rfind("summary:"));
 }
 
+// --log-allocations implies --summary; without either no summary is printed.
+TEST(GuardRunPython, LogAllocationsImpliesTheSummary) {
+  SKIP_UNLESS_PYTHON_HAS("json");
+  auto logged = guarded({"--log-allocations"}, "print(len(bytearray(5000)))");
+  EXPECT_EQ(logged.exit_code, 0) << logged.err;
+  EXPECT_EQ(logged.out, "5000\n");
+  EXPECT_THAT(logged.err, HasSubstr("mate guard: alloc #"));
+  EXPECT_THAT(logged.err, ::testing::ContainsRegex("mate guard: summary: guarded [1-9][0-9]* allocations"));
+  auto quiet = guarded({}, "print(len(bytearray(5000)))");
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_THAT(quiet.err, Not(HasSubstr("summary")));
+}
+
 // (torch 1.13's tensors have no .nbytes: element_size() * nelement().)
 // A tensor whose size is a multiple of c10's 64-byte alignment ends at the guard page in tail
 // mode: a write one element past its end faults at the access, naming the allocation.
