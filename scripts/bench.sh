@@ -30,7 +30,8 @@ for section in "${sections[@]}"; do
       bash bench/guard/run_guard_bench.sh build/default 50000 256 5 c
       bash bench/guard/run_guard_bench.sh build/default 20000 4096
       bash bench/guard/run_program_bench.sh build/default 3 compiler
-      bash bench/guard/run_program_bench.sh build/default 3 python ;;
+      bash bench/guard/run_program_bench.sh build/default 3 python
+      bash bench/guard/run_torch_bench.sh build/default 3 ;;
     dump) "$b/dump/bench_dump" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true ;;
   esac
 done

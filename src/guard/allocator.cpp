@@ -113,7 +113,8 @@ GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorCon
     throw GuardError(std::string("guard allocator: backend ") + backend.name() + " reports a granularity of " +
                      std::to_string(backend.granularity()) + " bytes; it must be a multiple of 4096");
   table_ = new SlotTable(config.max_allocations, backend.granularity());
-  if (config.map_entry_limit != 0) map_budget_ = new MapEntryBudget(config.map_entry_limit);
+  if (config.map_entry_limit != 0)
+    map_budget_ = new MapEntryBudget(config.map_entry_limit, config.low_priority_entry_limit);
   // The crash handler is not installed here: install_guard_allocator() (or whoever constructs
   // an allocator and wants its faults reported) calls install_fault_handler().
   register_allocator(this, table_);
@@ -279,7 +280,7 @@ void GuardAllocator::log_allocation(const Placement& p, std::uintptr_t base, std
   w.chr('\n');
 }
 
-AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, void* stream) noexcept {
+AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, void* stream, Priority priority) noexcept {
   Placement p;
   p.g = backend_.granularity();
   p.a = alignment == 0 ? backend_.default_alignment() : alignment;
@@ -290,11 +291,14 @@ AllocResult GuardAllocator::allocate(std::size_t size, std::size_t alignment, vo
     return {0, AllocError::Capturing, capture_message(backend_.kind())};
   if (AllocResult planned = p.plan(size); !planned) return planned;
 
+  const bool low = priority == Priority::Low;
   if (map_budget_ != nullptr &&
-      !map_budget_->admit(*table_, [](void* self) noexcept { return static_cast<GuardAllocator*>(self)->evict_oldest_locked(); },
+      !map_budget_->admit(*table_, low,
+                          [](void* self) noexcept { return static_cast<GuardAllocator*>(self)->evict_oldest_locked(); },
                           this)) {
-    say_mapping_refused(nullptr);
-    return {0, AllocError::MappingRefused, "guard allocator: its share of the memory map entries is used up"};
+    if (low) say_low_priority_share_used();
+    else say_mapping_refused(nullptr);
+    return {0, AllocError::OverBudget, "guard allocator: its share of the memory map entries is used up for now"};
   }
   // Once this allocation's mappings are made or given up (on every return below), a count sees
   // them: it no longer needs to add them.
@@ -414,6 +418,7 @@ FreeResult GuardAllocator::deallocate(std::uintptr_t ptr, void* stream) noexcept
     }
   }
   if (bad > 0) {
+    write_outcome(config_.outcome_fd, copy, checked);
     if (config_.on_corruption == OnCorruption::Abort) stop();
     return FreeResult::CanaryCorrupted;
   }

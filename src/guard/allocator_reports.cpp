@@ -11,6 +11,7 @@
 #include <string>
 
 #include "guard/canary.hpp"
+#include "guard/platform/map_entry_budget.hpp"
 #include "mate/core/crash_context.hpp"
 #include "mate/device/vendors.hpp"
 #include "mate/guard/device_fault_report.hpp"
@@ -95,10 +96,14 @@ SlotCheck check_slot(device::Backend& backend, SlotTable& table, const Slot& s, 
   if (before.differing > 0) {
     report_canary(table.depot, s, backend.name(), true, r.before_bytes, before, when);
     ++result.bad;
+    result.before_bad = true;
+    result.before_first = s.user - before.first;
   }
   if (after.differing > 0) {
     report_canary(table.depot, s, backend.name(), false, r.after_bytes, after, when);
     ++result.bad;
+    result.after_bad = true;
+    result.after_first = after.first - (s.user + s.size);
   }
   result.unchecked = !before_status.ok() ? before_status : after_status;
   if (!result.unchecked.ok()) {
@@ -110,6 +115,16 @@ SlotCheck check_slot(device::Backend& backend, SlotTable& table, const Slot& s, 
     w.chr('\n');
   }
   return result;
+}
+
+void write_outcome(int fd, const Slot& s, const SlotCheck& c) noexcept {
+  if (fd < 0) return;
+  for (int side = 0; side < 2; ++side) {
+    if (!(side == 0 ? c.before_bad : c.after_bad)) continue;
+    ReportWriter w(fd);
+    w.str("canary ").str(side == 0 ? "before " : "after ").dec(side == 0 ? c.before_first : c.after_first);
+    w.str(" id ").dec(s.id()).str(" size ").dec(s.size).str(" mode ").str(to_string(s.mode)).chr('\n');
+  }
 }
 
 void note_sync(device::Status status) noexcept {
@@ -135,7 +150,8 @@ const char* to_string(OnCorruption action) noexcept {
          (c.quarantine_bytes == kQuarantineForBackend ? std::string("backend-default") : std::to_string(c.quarantine_bytes)) +
          " on_corruption=" + to_string(c.on_corruption) + " backend=" + kind_title(c.backend) +
          " max_allocations=" + std::to_string(c.max_allocations) + " skip_frames=" + std::to_string(c.skip_frames) +
-         " map_entry_limit=" + std::to_string(c.map_entry_limit);
+         " map_entry_limit=" + std::to_string(c.map_entry_limit) +
+         " low_priority_entry_limit=" + std::to_string(c.low_priority_entry_limit);
 }
 
 // The double free of `ptr`, already freed as `freed`, by this free's `frames`; stops the process
@@ -176,8 +192,32 @@ void GuardAllocator::say_mapping_refused(const device::Status* status) noexcept 
                                    "mappings (2 to 3 memory map entries on the host). Remedy: raise the "
                                    "limit (sudo sysctl -w vm.max_map_count=1048576), or guard fewer "
                                    "allocations (MATE_GUARD_MIN_BYTES). Allocations that cannot be "
-                                   "mapped are not guarded (under mate guard-run, no new "
-                                   "allocation is guarded from now on); this is said once.\n");
+                                   "mapped are not guarded (");
+  if (status != nullptr) w.str("under mate guard-run, no new allocation is guarded from now on");
+  else w.str("until frees of guarded allocations make room again");
+  w.str("); this is said once.\n");
+}
+
+// Said once, when the small blocks first find their share used up (mate guard-run: the
+// interpreter's own malloc/calloc/realloc blocks below MATE_GUARD_SMALL_BYTES).
+void GuardAllocator::say_low_priority_share_used() noexcept {
+  if (table_->low_priority_refusal_said.exchange(true)) return;
+  Stats st = stats();
+  const std::size_t in_use = map_budget_ != nullptr ? map_budget_->last_count() : 0;
+  ReportWriter w(kStderr);
+  w.str("mate guard: memory map entries are getting short: the process has ")
+      .dec(in_use)
+      .str(", small blocks may use up to ")
+      .dec(config_.low_priority_entry_limit)
+      .str(" and the guard up to ")
+      .dec(config_.map_entry_limit)
+      .str(" (vm.max_map_count less the program's reserve). From now on small blocks are guarded only as "
+           "guarded ones are freed; tensors, aligned and large allocations keep the rest. ")
+      .dec(st.allocations)
+      .str(" allocations guarded so far, ")
+      .dec(st.live)
+      .str(" live. Remedy: raise the limit (sudo sysctl -w vm.max_map_count=1048576); "
+           "mate guard-run --summary counts what was not guarded. This is said once.\n");
 }
 
 void GuardAllocator::report_invalid_pointer(std::uintptr_t ptr, const char* operation, void* const* frames,

@@ -31,9 +31,17 @@ void write_status(ReportWriter& w, device::Status status) noexcept;
 struct SlotCheck {
   int bad = 0;
   device::Status unchecked;
+  // The corrupted sides and their first corrupted byte: bytes before the start, past the end.
+  bool before_bad = false, after_bad = false;
+  std::size_t before_first = 0, after_first = 0;
 };
 // Checks both canary sides of `s`, reporting each corruption and each side it could not read.
 SlotCheck check_slot(device::Backend& backend, SlotTable& table, const Slot& s, const char* when) noexcept;
+
+// One line per corrupted side to `fd` (GuardAllocatorConfig::outcome_fd; nothing when -1):
+// "canary before|after FIRST id ID size SIZE mode MODE", FIRST the bytes before the start or
+// past the end of the first corrupted byte.
+void write_outcome(int fd, const Slot& s, const SlotCheck& c) noexcept;
 
 // A device fault surfaces as the synchronize's sticky illegal-address error: reported when
 // `status` is one.

@@ -68,6 +68,7 @@ class SlotTable {
   Stats stats{};
   std::uint64_t next_id = 1;
   std::atomic<bool> refusal_said{false};
+  std::atomic<bool> low_priority_refusal_said{false};  // say_low_priority_share_used()
   // Bounds of every reservation ever made, for GuardAllocator::may_hold().
   std::atomic<std::uintptr_t> lowest{UINTPTR_MAX};
   std::atomic<std::uintptr_t> highest{0};

@@ -31,6 +31,7 @@ using mate::guard::GuardAllocator;
 using mate::guard::GuardAllocatorConfig;
 using mate::guard::Mode;
 using mate::guard::OnCorruption;
+using mate::guard::Priority;
 using mate::guard::Relation;
 using mate::guard::State;
 using ::testing::HasSubstr;
@@ -363,7 +364,7 @@ TEST(GuardAllocator, MapEntryLimitCountsTheProcesssRealEntries) {
   for (;;) {
     auto r = g.allocate(100);
     if (!r) {
-      EXPECT_EQ(r.error, AllocError::MappingRefused);
+      EXPECT_EQ(r.error, AllocError::OverBudget);
       break;
     }
     live.push_back(r.ptr);
@@ -380,7 +381,7 @@ TEST(GuardAllocator, MapEntryLimitCountsTheProcesssRealEntries) {
   EXPECT_GT(quarantined, 0u);
   // Refused again at once, without counting or giving up more of the quarantine...
   testing::internal::CaptureStderr();
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(g.allocate(100).error, AllocError::MappingRefused);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(g.allocate(100).error, AllocError::OverBudget);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "the refusal is said once";
   EXPECT_EQ(g.stats().quarantined, quarantined);
   // ...until frees make room.
@@ -427,6 +428,54 @@ TEST(GuardAllocator, MapEntryLimitSeesTheProgramsOwnLaterMappings) {
   munmap(region, pages * kPage);
 }
 
+// Small blocks (Priority::Low, an interpreter's) stop at their own lower limit, said once, while
+// normal allocations (tensors, aligned and large blocks) still get the rest; small blocks never
+// take the quarantine's entries.
+TEST(GuardAllocator, LowPriorityAllocationsStopAtTheirShare) {
+  GuardAllocatorConfig c = small();
+  c.max_allocations = 1u << 14;
+  std::size_t start = 0;
+  ASSERT_TRUE(mate::guard::count_map_entries(&start));
+  c.map_entry_limit = start + 4000;
+  c.low_priority_entry_limit = start + 1500;
+  GuardAllocator g(mate::device::host_backend(), c);
+  std::vector<std::uintptr_t> live;
+  for (int i = 0; i < 20; ++i) {
+    auto r = g.allocate(100);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+  }
+  const std::size_t quarantined = g.stats().quarantined;
+  ASSERT_GT(quarantined, 0u);
+  testing::internal::CaptureStderr();
+  for (;;) {
+    auto r = g.allocate(100, 0, nullptr, Priority::Low);
+    if (!r) {
+      EXPECT_EQ(r.error, AllocError::OverBudget);
+      break;
+    }
+    live.push_back(r.ptr);
+    ASSERT_LT(live.size(), 1500u) << "the low-priority limit was not kept";
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("memory map entries are getting short"));
+  EXPECT_THAT(err, HasSubstr("vm.max_map_count"));
+  EXPECT_GT(live.size(), 300u);
+  std::size_t now = 0;
+  ASSERT_TRUE(mate::guard::count_map_entries(&now));
+  EXPECT_LE(now, c.low_priority_entry_limit);
+  EXPECT_EQ(g.stats().quarantined, quarantined) << "small blocks took the quarantine's entries";
+  for (int i = 0; i < 300; ++i) {
+    auto r = g.allocate(100);
+    ASSERT_TRUE(r) << "normal allocation " << i << " refused below map_entry_limit";
+    live.push_back(r.ptr);
+  }
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(g.allocate(100, 0, nullptr, Priority::Low).error, AllocError::OverBudget);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "said once";
+  for (auto p : live) EXPECT_EQ(g.deallocate(p), FreeResult::Ok);
+}
+
 // When the entries cannot be counted (no file descriptor free to read /proc/self/maps), the
 // estimate is kept from above: allocations are refused rather than mapped past an unknown count.
 // Exits 0 when the allocation was refused.
@@ -445,7 +494,7 @@ void allocate_with_no_descriptor_free() {
   GuardAllocatorConfig c = small();
   c.map_entry_limit = std::size_t{1} << 30;
   GuardAllocator g(mate::device::host_backend(), c);
-  _exit(g.allocate(100).error == AllocError::MappingRefused ? 0 : 5);
+  _exit(g.allocate(100).error == AllocError::OverBudget ? 0 : 5);
 }
 
 TEST(GuardAllocatorDeathTest, MapEntryLimitRefusesWhenTheEntriesCannotBeCounted) {

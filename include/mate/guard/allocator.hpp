@@ -38,6 +38,10 @@
 namespace mate::guard {
 
 enum class Mode : std::uint8_t { Tail, Head };
+// Which share of the map-entry budget an allocation may use (GuardAllocatorConfig's
+// map_entry_limit and low_priority_entry_limit): Low for the small blocks an interpreter makes
+// by the million, Normal for everything else (tensors, aligned and large blocks).
+enum class Priority : std::uint8_t { Normal, Low };
 enum class OnCorruption : std::uint8_t { Abort, Continue };
 
 const char* to_string(Mode mode) noexcept;
@@ -76,9 +80,17 @@ struct GuardAllocatorConfig {
   // ranges share entries, so a program gets ~2 entries per live allocation, not 3.
   // At the limit the oldest quarantined ranges are given back (half at a time, while that frees
   // entries), then allocations are refused as when the system refuses a mapping. 0: no limit.
-  // mate guard-run sets vm.max_map_count less a margin for the program's own threads, libraries
-  // and files.
+  // mate guard-run sets vm.max_map_count less a reserve for the program's own threads,
+  // libraries and files (MATE_GUARD_MAP_RESERVE).
   std::size_t map_entry_limit = 0;
+  // The lower limit for Priority::Low allocations (an interpreter's small blocks): once the
+  // process has this many entries they are refused (AllocError::OverBudget) while normal ones
+  // still get the rest up to map_entry_limit. 0: the same as map_entry_limit.
+  std::size_t low_priority_entry_limit = 0;
+  // A descriptor the allocator writes one line to for each canary found corrupted at free
+  // ("canary before|after OFFSET id ID size SIZE\n"), before the report's abort: how
+  // `mate guard-run --mode auto` learns what its tail-mode run found. -1: none.
+  int outcome_fd = -1;
 
   bool operator==(const GuardAllocatorConfig&) const = default;
 };
@@ -98,6 +110,8 @@ enum class AllocError : std::uint8_t {
   NoMemory,        // this allocation cannot be reserved or mapped, though a small one still can
                    // (a huge size, device memory full): nothing is said, the quarantine is kept
   MappingRefused,  // the system refuses any new mapping (vm.max_map_count; said once, with the remedy)
+  OverBudget,      // the map-entry budget (map_entry_limit) has no room for this allocation's
+                   // priority now; later ones may fit again as guarded allocations are freed
   TableFull,       // max_allocations reached
   Capturing,       // the stream is being captured into a graph
   BackendError,
@@ -170,7 +184,9 @@ class GuardAllocator {
 
   // alignment 0 = the backend's default (16 host, 256 device); any power of two is accepted. `stream` is checked for graph
   // capture (nullptr: the legacy stream).
-  AllocResult allocate(std::size_t size, std::size_t alignment = 0, void* stream = nullptr) noexcept;
+  // `priority` picks the map-entry limit that applies (config.low_priority_entry_limit).
+  AllocResult allocate(std::size_t size, std::size_t alignment = 0, void* stream = nullptr,
+                       Priority priority = Priority::Normal) noexcept;
   // Frees a pointer from allocate(). Canary corruption, double and invalid frees are reported
   // and then abort unless config.on_corruption is Continue.
   FreeResult deallocate(std::uintptr_t ptr, void* stream = nullptr) noexcept;
@@ -213,6 +229,8 @@ class GuardAllocator {
   bool small_mapping_possible() noexcept;
   bool evict_oldest_locked() noexcept;
   void say_mapping_refused(const device::Status* status) noexcept;
+  // Once: small blocks (Priority::Low) have used their share of the map entries.
+  void say_low_priority_share_used() noexcept;
   FreeResult report_double_free(std::uintptr_t ptr, const Slot& freed, void* const* frames, int frame_count) noexcept;
   void report_invalid_pointer(std::uintptr_t ptr, const char* operation, void* const* frames,
                               int frame_count) noexcept;

@@ -2,8 +2,10 @@
 //
 // The child gets LD_PRELOAD=libmate_guard_preload.so (prepended to any existing LD_PRELOAD), the
 // internal bootstrap variables MATE_GUARD_ALLOCATOR_AUTO_INSTALL/_MODE/_SYNC_ON_FREE/
-// _LOG_ALLOCATIONS, MATE_GUARD_BACKTRACES=0 when backtraces are off, and PYTORCH_NO_CUDA_MEMORY_CACHING=1 unless already set (a caching allocator
-// would hide per-tensor boundaries). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the parent are
+// _LOG_ALLOCATIONS (and _ALIGN, _SUMMARY, _OUTCOME_FD when asked for), MATE_GUARD_BACKTRACES=0
+// when backtraces are off, and each vendor's caching-allocator switch (PYTORCH_NO_CUDA_MEMORY_CACHING=1,
+// PYTORCH_NO_MUSA_MEMORY_CACHING=1) unless already set (a caching allocator would hide per-tensor
+// boundaries). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the parent are
 // passed to the child.
 #pragma once
 
@@ -19,7 +21,18 @@ struct GuardRunOptions {
   bool sync_on_free = true;
   bool log_allocations = false;
   bool backtraces = true;  // false: MATE_GUARD_BACKTRACES=0 in the child
+  // --align: the alignment of malloc/calloc/realloc blocks (0: max_align_t's, the default).
+  std::size_t align = 0;
+  bool summary = false;  // --summary: the guarded / not guarded counts at exit
+  int outcome_fd = -1;   // where the child writes canary findings (--mode auto)
 };
+
+// `mate guard-run --mode auto`: runs in tail mode; when that run ends with a canary found
+// corrupted before the start instead of a fault at the access, runs the same command again in
+// head mode and prints one verdict; a canary past the end (the alignment padding, where no mode
+// faults) gets a verdict without a rerun. A run that ends cleanly, or without a canary finding,
+// is not run again. Returns the exit status of the run that showed the bug.
+int run_guarded_auto(const std::vector<std::string>& argv, const GuardRunOptions& options);
 
 // The preload library next to this program (build tree or installed tree). Throws GuardError
 // naming the places looked in when it is missing.

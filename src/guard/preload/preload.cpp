@@ -16,6 +16,11 @@
 // Allocations below MATE_GUARD_MIN_BYTES and allocations the system refuses to map go to the
 // real allocator (the latter counted as unguarded). Alignments above a page are guarded too (the
 // allocator over-reserves and slides the mapping).
+// The map-entry policy (docs/guard-allocator.md, "The map-entry budget under mate guard-run"): the guard maps up to
+// vm.max_map_count less a reserve for the program's own mappings (MATE_GUARD_MAP_RESERVE), and
+// malloc/calloc/realloc blocks below MATE_GUARD_SMALL_BYTES (an interpreter's, by the million)
+// only up to MATE_GUARD_SMALL_SHARE percent of that, so the rest stays for tensors, aligned and
+// large allocations. Each allocation not guarded is counted by reason (--summary).
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <gnu/libc-version.h>
@@ -55,6 +60,28 @@ __attribute__((tls_model("initial-exec"))) thread_local bool t_inside = false;
 // t_inside on the loading thread before the library's own initializers set it.
 bool g_inside_before_initializers = false;
 mate::guard::GuardAllocatorConfig g_config;
+// Policy knobs (start()): blocks below g_small_bytes from malloc/calloc/realloc are
+// Priority::Low; g_align is their alignment (0: the allocator's default, max_align_t's).
+std::size_t g_small_bytes = 4096;
+std::size_t g_align = 0;
+bool g_summary = false;
+pid_t g_started_pid = 0;
+
+// What the guard served, and why it did not serve the rest, for the summary at exit.
+enum Unguarded : int { kBelowMinBytes, kSmallWhileShort, kWhileShort, kAfterRefusal, kTableFull, kTooLarge, kReasons };
+constexpr const char* kReasonText[kReasons] = {
+    "below MATE_GUARD_MIN_BYTES",
+    "small blocks while memory map entries were short",
+    "while memory map entries were short",
+    "after the system refused a mapping",
+    "with the allocation table full",
+    "too large or no memory to guard them",
+};
+std::atomic<std::uint64_t> g_guarded_count{0};
+std::atomic<std::uint64_t> g_guarded_bytes{0};
+std::atomic<std::uint64_t> g_unguarded[kReasons];
+
+void count_reason(Unguarded why) noexcept { g_unguarded[why].fetch_add(1, std::memory_order_relaxed); }
 
 using mate::guard::preload::Inside;
 namespace arena = mate::guard::preload;
@@ -111,18 +138,51 @@ long read_proc(const char* path, OnChunk on_chunk) noexcept {
 }
 
 // The memory-map entries the process may have while the guard maps more
-// (GuardAllocatorConfig::map_entry_limit): vm.max_map_count less a margin for the program's own
-// later mappings (thread stacks, libraries, files), 1/32 of the limit and at least 1024. Without
-// it the guard took every entry and a program past the limit could not start a thread. 0 (no
-// limit) when vm.max_map_count cannot be read.
-std::size_t map_entry_limit() noexcept {
+// (GuardAllocatorConfig::map_entry_limit): vm.max_map_count less a reserve for the program's own
+// later mappings (thread stacks, libraries it opens, files it maps): `reserve` entries, or when
+// negative (unset) 1/8 of the limit and at least 4096, so that `import torch` (a few thousand
+// entries of libraries) still loads once the guard has used its share. 0 (no limit) when
+// vm.max_map_count cannot be read.
+std::size_t map_entry_limit(long reserve) noexcept {
   long limit = 0;
   if (read_proc("/proc/sys/vm/max_map_count", [&](const char* text, std::size_t n) {
         for (std::size_t i = 0; i < n && text[i] >= '0' && text[i] <= '9'; ++i) limit = limit * 10 + (text[i] - '0');
       }) <= 0 || limit <= 0)
     return 0;
-  const long margin = limit / 32 > 1024 ? limit / 32 : 1024;
-  return static_cast<std::size_t>(limit - margin > 64 ? limit - margin : 64);
+  if (reserve < 0) reserve = limit / 8 > 4096 ? limit / 8 : 4096;
+  return static_cast<std::size_t>(limit - reserve > 64 ? limit - reserve : 64);
+}
+
+// `mate guard-run --summary`: one line at exit, from the process guard-run started (not from a
+// forked child that exits through exit()).
+[[gnu::cold]] void write_summary() noexcept {
+  if (!g_summary || g_started_pid != getpid()) return;
+  std::uint64_t unguarded = 0;
+  for (auto& n : g_unguarded) unguarded += n.load(std::memory_order_relaxed);
+  const std::uint64_t bytes = g_guarded_bytes.load(std::memory_order_relaxed);
+  char line[1024];
+  int used = std::snprintf(line, sizeof line, "mate guard: summary: guarded %llu allocations (%llu.%llu MiB), %llu not guarded",
+                           static_cast<unsigned long long>(g_guarded_count.load(std::memory_order_relaxed)),
+                           static_cast<unsigned long long>(bytes >> 20),
+                           static_cast<unsigned long long>((bytes & ((1u << 20) - 1)) * 10 >> 20),
+                           static_cast<unsigned long long>(unguarded));
+  const char* sep = " (";
+  for (int why = 0; why < kReasons && used > 0 && used < static_cast<int>(sizeof line); ++why) {
+    const std::uint64_t n = g_unguarded[why].load(std::memory_order_relaxed);
+    if (n == 0) continue;
+    used += std::snprintf(line + used, sizeof line - static_cast<std::size_t>(used), "%s%llu %s", sep,
+                          static_cast<unsigned long long>(n), kReasonText[why]);
+    sep = ", ";
+  }
+  if (used > 0 && used < static_cast<int>(sizeof line) - 2) {
+    if (unguarded != 0) line[used++] = ')';
+    line[used++] = '\n';
+    for (int off = 0; off < used;) {
+      const ssize_t w = ::write(STDERR_FILENO, line + off, static_cast<std::size_t>(used - off));
+      if (w <= 0) break;
+      off += static_cast<int>(w);
+    }
+  }
 }
 
 void start() noexcept {
@@ -145,7 +205,18 @@ void start() noexcept {
   g_min_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_MIN_BYTES).integer);
   if (const mate::config::Scalar mb = read(Var::MATE_GUARD_QUARANTINE_MB); mb.set)  // else the backend's default
     config.quarantine_bytes = static_cast<std::size_t>(mb.integer) << 20;
-  config.map_entry_limit = map_entry_limit();
+  const mate::config::Scalar reserve = read(Var::MATE_GUARD_MAP_RESERVE);
+  config.map_entry_limit = map_entry_limit(reserve.set ? static_cast<long>(reserve.integer) : -1);
+  const std::int64_t share = read(Var::MATE_GUARD_SMALL_SHARE).integer;
+  config.low_priority_entry_limit = config.map_entry_limit / 100 * static_cast<std::size_t>(share);
+  if (config.map_entry_limit != 0 && config.low_priority_entry_limit == 0) config.low_priority_entry_limit = 1;  // share 0: none
+  g_small_bytes = static_cast<std::size_t>(read(Var::MATE_GUARD_SMALL_BYTES).integer);
+  if (const mate::config::Scalar align = read(Var::MATE_GUARD_ALLOCATOR_ALIGN); align.set)
+    g_align = static_cast<std::size_t>(align.integer);
+  g_summary = read(Var::MATE_GUARD_ALLOCATOR_SUMMARY).boolean;
+  if (const mate::config::Scalar fd = read(Var::MATE_GUARD_ALLOCATOR_OUTCOME_FD); fd.set)
+    config.outcome_fd = static_cast<int>(fd.integer);
+  g_started_pid = getpid();
   g_config = config;
   try {
     g_guard = &mate::guard::install_guard_allocator(config);
@@ -184,10 +255,14 @@ void stop_guarding() noexcept {
   mallopt(M_ARENA_MAX, 1);
 }
 
-// After stop_guarding(), what would have been guarded is counted as unguarded (stats()).
+// What the guard did not serve, by reason: below MATE_GUARD_MIN_BYTES, or after
+// stop_guarding() (also counted in stats()); guard_alloc() counts its own refusals.
 void count_unguarded(std::size_t size) noexcept {
-  if (g_stopped.load(std::memory_order_relaxed) && !t_inside && size >= g_min_bytes &&
-      g_state.load(std::memory_order_acquire) == kReady) {
+  if (t_inside || g_state.load(std::memory_order_acquire) != kReady) return;
+  if (size < g_min_bytes) {
+    count_reason(kBelowMinBytes);
+  } else if (g_stopped.load(std::memory_order_relaxed)) {
+    count_reason(kAfterRefusal);
     Inside inside;
     g_guard->note_unguarded();
   }
@@ -203,15 +278,41 @@ bool guarded() noexcept {
   return s == kReady && !t_inside && !g_stopped.load(std::memory_order_relaxed);
 }
 
+// The alignment of a guarded malloc/calloc/realloc block: the default (0, max_align_t's), or
+// under --align N below 16: N for a block of odd size, which no type larger than a byte fills,
+// so it ends exactly at the guard; at least 8 for one of even size (16 for a multiple of 16), so
+// that an object or array of any type but long double and vectors stays aligned for its type
+// (CPython keeps flags in the low bits of its collected objects' pointers, and its code objects
+// have sizes that are only multiples of 2; it still needs --align 2 or more to start).
+std::size_t malloc_alignment(std::size_t size) noexcept {
+  if (g_align == 0 || g_align >= 16) return g_align;
+  if (size % 2 == 1) return g_align;
+  const std::size_t natural = size % 16 == 0 ? 16 : 8;
+  return natural > g_align ? natural : g_align;
+}
+
 // Not inlined: backtraces leave out exactly this frame and the interposed entry point's.
-__attribute__((noinline)) void* guard_alloc(std::size_t size, std::size_t alignment) noexcept {
+// `small`: a malloc/calloc/realloc block below MATE_GUARD_SMALL_BYTES (Priority::Low).
+__attribute__((noinline)) void* guard_alloc(std::size_t size, std::size_t alignment, bool small) noexcept {
+  using mate::guard::AllocError;
   mate::guard::AllocResult r;
   {
     Inside inside;
-    r = g_guard->allocate(size, alignment);
-    if (!r && r.error == mate::guard::AllocError::TableFull) g_guard->note_unguarded();
-    // Counted as unguarded by count_unguarded(), as every allocation after it is.
-    if (!r && r.error == mate::guard::AllocError::MappingRefused) stop_guarding();
+    r = g_guard->allocate(size, alignment, nullptr, small ? mate::guard::Priority::Low : mate::guard::Priority::Normal);
+    if (r) {
+      g_guarded_count.fetch_add(1, std::memory_order_relaxed);
+      g_guarded_bytes.fetch_add(size, std::memory_order_relaxed);
+    } else if (r.error == AllocError::OverBudget) {
+      count_reason(small ? kSmallWhileShort : kWhileShort);
+    } else if (r.error == AllocError::TableFull) {
+      count_reason(kTableFull);
+      g_guard->note_unguarded();
+    } else if (r.error == AllocError::MappingRefused) {
+      // Counted by count_unguarded(), as every allocation after it is.
+      stop_guarding();
+    } else {
+      count_reason(kTooLarge);
+    }
   }
   return r ? reinterpret_cast<void*>(r.ptr) : nullptr;
 }
@@ -243,7 +344,7 @@ bool in_guarded_range(void* p) noexcept {
 // Inlined into each entry point, as allocate_path is (backtraces skip exactly two frames).
 __attribute__((always_inline)) inline void* aligned(std::size_t alignment, std::size_t size) noexcept {
   if (guarded() && size >= g_min_bytes) {
-    if (void* p = guard_alloc(size, alignment < 16 ? 16 : alignment)) return p;
+    if (void* p = guard_alloc(size, alignment < 16 ? 16 : alignment, false)) return p;
   }
   if (t_inside)
     if (void* p = arena::arena_allocate(size, alignment, false)) return p;
@@ -311,7 +412,7 @@ namespace {
 // exactly those two frames (config.skip_frames), and the first one shown is the caller's.
 __attribute__((always_inline)) inline void* allocate_path(std::size_t size) noexcept {
   if (guarded() && size >= g_min_bytes) {
-    if (void* p = guard_alloc(size, 0)) return p;
+    if (void* p = guard_alloc(size, malloc_alignment(size), size < g_small_bytes)) return p;
   }
   count_unguarded(size);
   return unguarded_malloc(size);
@@ -352,7 +453,7 @@ MATE_EXPORT void* calloc(size_t n, size_t size) noexcept {
   }
   // Guarded memory is freshly mapped, hence already zero.
   if (guarded() && total >= g_min_bytes) {
-    if (void* p = guard_alloc(total, 0)) return p;
+    if (void* p = guard_alloc(total, malloc_alignment(total), total < g_small_bytes)) return p;
   }
   if (t_inside)
     if (void* p = arena::arena_allocate(total, 0, true)) return p;
@@ -463,3 +564,7 @@ __attribute__((constructor(101))) static void mate_guard_preload_own_initializer
   g_inside_before_initializers = t_inside;
   t_inside = true;
 }
+
+// The preload is the first library loaded, so its finalizer runs last at exit: the summary
+// counts everything the program allocated.
+__attribute__((destructor)) static void mate_guard_preload_summary() { write_summary(); }

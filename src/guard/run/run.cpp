@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <sstream>
 
 extern char** environ;
 
@@ -90,6 +92,9 @@ std::vector<std::string> guarded_environment(char** base, const std::string& pre
   env.push_back(std::string("MATE_GUARD_ALLOCATOR_SYNC_ON_FREE=") + (options.sync_on_free ? "1" : "0"));
   env.push_back(std::string("MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS=") + (options.log_allocations ? "1" : "0"));
   if (!options.backtraces) env.push_back("MATE_GUARD_BACKTRACES=0");
+  if (options.align != 0) env.push_back("MATE_GUARD_ALLOCATOR_ALIGN=" + std::to_string(options.align));
+  if (options.summary) env.push_back("MATE_GUARD_ALLOCATOR_SUMMARY=1");
+  if (options.outcome_fd >= 0) env.push_back("MATE_GUARD_ALLOCATOR_OUTCOME_FD=" + std::to_string(options.outcome_fd));
   // A framework's caching allocator would hide each tensor's bounds from the guard: off, for every
   // vendor, unless the user set it.
   for (std::size_t v = 0; v < device::vendors().size(); ++v)
@@ -160,6 +165,112 @@ int run_guarded(const std::vector<std::string>& argv, const GuardRunOptions& opt
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
+}
+
+// ---- `mate guard-run --mode auto` (seed 001's workflow: tail first, then the other side) ----
+
+namespace {
+
+// One canary finding the child wrote to its outcome descriptor (allocator_reports.hpp's
+// write_outcome): "canary before|after FIRST id ID size SIZE mode MODE".
+struct CanaryFinding {
+  bool before = false;
+  std::size_t first = 0;  // bytes before the start / past the end of the first corrupted byte
+  std::uint64_t id = 0;
+  std::size_t size = 0;
+};
+
+// A descriptor the child inherits (no close-on-exec) and writes its findings to.
+int outcome_file() {
+  const int fd = memfd_create("mate-guard-outcome", 0);
+  if (fd < 0) throw GuardError(std::string("mate guard-run --mode auto: cannot create its outcome file: ") + std::strerror(errno));
+  return fd;
+}
+
+std::vector<CanaryFinding> read_findings(int fd) {
+  std::string text;
+  char chunk[4096];
+  if (lseek(fd, 0, SEEK_SET) == 0)
+    for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) > 0;) text.append(chunk, static_cast<std::size_t>(n));
+  std::vector<CanaryFinding> findings;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    std::string word, side, id_word, size_word;
+    CanaryFinding f;
+    if (in >> word >> side >> f.first >> id_word >> f.id >> size_word >> f.size && word == "canary" &&
+        (side == "before" || side == "after")) {
+      f.before = side == "before";
+      findings.push_back(f);
+    }
+  }
+  return findings;
+}
+
+bool faulted(int status) { return status == 128 + SIGSEGV || status == 128 + SIGBUS; }
+
+std::string describe_finding(const CanaryFinding& f) {
+  return std::to_string(f.first) + (f.before ? " bytes before the start" : " bytes past the end") + " of allocation #" +
+         std::to_string(f.id) + " of " + std::to_string(f.size) + " bytes";
+}
+
+}  // namespace
+
+int run_guarded_auto(const std::vector<std::string>& argv, const GuardRunOptions& options) {
+  GuardRunOptions tail = options;
+  tail.mode = Mode::Tail;
+  tail.outcome_fd = outcome_file();
+  const int tail_status = run_guarded(argv, tail);
+  const std::vector<CanaryFinding> found = read_findings(tail.outcome_fd);
+  close(tail.outcome_fd);
+  // A clean run, a fault at the access (its report is the answer) or any other end without a
+  // canary finding: nothing to compare.
+  if (found.empty()) return tail_status;
+  const CanaryFinding& first = found.front();
+  // Past the end, tail mode's canary is the padding up to the alignment: no mode faults there.
+  // --align 1 would for a malloc block of odd size, but it stops CPython at start-up and does
+  // not apply to posix_memalign blocks (tensors): said, not run.
+  if (!first.before) {
+    std::fprintf(stderr,
+                 "mate guard-run --mode auto: verdict: overrun (past the end), within the allocation's alignment "
+                 "padding: tail mode found the canary %s corrupted at free, and no mode faults there (head mode "
+                 "leaves more bytes before its guard); for a malloc block of odd size in a C or C++ program, "
+                 "mate guard-run --align 1 faults at the access\n",
+                 describe_finding(first).c_str());
+    return tail_status;
+  }
+  GuardRunOptions again = options;
+  again.mode = Mode::Head;
+  const std::string how = "head mode";
+  std::fprintf(stderr,
+               "mate guard-run --mode auto: tail mode found the canary %s corrupted at free, not at the access; "
+               "running the same command again in %s to fault at the first invalid access\n",
+               describe_finding(first).c_str(), how.c_str());
+  again.outcome_fd = outcome_file();
+  const int again_status = run_guarded(argv, again);
+  const std::vector<CanaryFinding> found_again = read_findings(again.outcome_fd);
+  close(again.outcome_fd);
+  const char* side = "underrun (before the start)";
+  if (faulted(again_status)) {
+    std::fprintf(stderr,
+                 "mate guard-run --mode auto: verdict: %s; %s faulted at the first invalid access (the report just "
+                 "above names the access and the allocation); the tail-mode run saw it only at free, %s\n",
+                 side, how.c_str(), describe_finding(first).c_str());
+    return again_status;
+  }
+  if (!found_again.empty()) {
+    std::fprintf(stderr,
+                 "mate guard-run --mode auto: verdict: %s, caught at free in both runs (%s found %s); the invalid "
+                 "access itself never reached a guard region\n",
+                 side, how.c_str(), describe_finding(found_again.front()).c_str());
+    return again_status;
+  }
+  std::fprintf(stderr,
+               "mate guard-run --mode auto: verdict: %s seen at free by the tail-mode run (%s), but the %s run ended "
+               "with status %d and no report: the program does not repeat its allocations from run to run "
+               "(--mode auto needs a deterministic program); use the tail-mode report above\n",
+               side, describe_finding(first).c_str(), how.c_str(), again_status);
+  return tail_status;
 }
 
 }  // namespace mate::guard

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `import torch` and a small CPU training step (torch.nn.Linear, autograd, SGD) under glibc
+# malloc, MATE's guarded allocator (mate guard-run, defaults: no variable set) and Electric Fence
+# (libefence.so), in one run: wall time and peak RSS by /usr/bin/time, ratios against glibc in
+# the same run. Debian's /usr/bin/python3 with python3-torch (issue 20's goal: import torch
+# under the guard in at most 2x the plain time).
+#
+#   bash bench/guard/run_torch_bench.sh [build dir] [runs]
+#
+# Each row is the median of `runs` runs (default 3). A run that fails prints its last line of
+# output instead (Electric Fence gives every allocation two pages and two map entries: at the
+# stock vm.max_map_count of 65530 it runs out of them during `import torch`).
+set -euo pipefail
+build=${1:-build/default}
+runs=${2:-3}
+mate="$build/bin/mate"
+python=/usr/bin/python3
+[ -x "$python" ] || { echo "run_torch_bench.sh: needs $python with python3-torch" >&2; exit 2; }
+"$python" -c 'import torch' 2>/dev/null || { echo "run_torch_bench.sh: $python cannot import torch (apt-get install python3-torch)" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "run_torch_bench.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d/$1" ] && { echo "$d/$1"; return; }; done; }
+efence=$(find_lib libefence.so)
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cat > "$scratch/train.py" <<'PY'
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(32, 16)
+y = torch.randn(32, 4)
+for step in range(5):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+print("loss %.6f" % loss.item())
+PY
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+run() {  # name, command prefix...
+  local name=$1; shift
+  local secs="" kib=""
+  for ((r = 0; r < runs; ++r)); do
+    if ! /usr/bin/time -o "$scratch/time" -f "%e %M" "$@" "${command[@]}" >"$scratch/out" 2>&1; then
+      printf '| %s | failed: %s | | | |\n' "$name" "$(grep -v '^Command exited' "$scratch/out" | tail -1 | tr '|' '/' | cut -c1-160)"; return
+    fi
+    read -r s k < <(tail -1 "$scratch/time")
+    secs+="$s"$'\n'; kib+="$k"$'\n'
+  done
+  local t m
+  t=$(median <<<"$secs"); m=$(median <<<"$kib")
+  [ "$name" = "glibc malloc" ] && { base_t=$t; base_m=$m; }
+  printf '| %s | %s | %s | %s | %s |\n' "$name" "$t" "$(div "$t" "$base_t")" "$m" "$(div "$m" "$base_m")"
+}
+
+for what in import train; do
+  if [ "$what" = import ]; then
+    command=("$python" -c 'import torch'); title="python3 -c 'import torch'"
+  else
+    command=("$python" "$scratch/train.py"); title="python3 train.py (import torch, nn.Linear, 5 SGD steps)"
+  fi
+  echo "$title; medians of $runs runs; vm.max_map_count $(cat /proc/sys/vm/max_map_count)"
+  echo "| allocator | seconds | time × glibc | peak RSS KiB | RSS × glibc |"
+  echo "|---|---:|---:|---:|---:|"
+  run "glibc malloc" env
+  run "MATE guard-run (defaults)" "$mate" guard-run --
+  run "MATE guard-run --no-backtraces" "$mate" guard-run --no-backtraces --
+  if [ -n "$efence" ]; then
+    run "Electric Fence" env LD_PRELOAD="$efence" EF_ALLOW_MALLOC_0=1
+  else
+    echo "| Electric Fence | not installed (apt-get install electric-fence) | | | |"
+  fi
+  echo
+done
