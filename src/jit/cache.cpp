@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <memory>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -114,14 +114,15 @@ std::string check_entry(const std::string& dir, const Plan& plan, Manifest* out)
 
 namespace {
 
-// What one read of a library found: its size, the ELF magic, and the XXH3-128 of its bytes.
-// Read (not mapped) in chunks that stay in cache while they are hashed: a file truncated
-// meanwhile by someone else is a short read here, never a SIGBUS. The pages stay in the page
-// cache for the dlopen that follows.
+// What one look at a library found: its size, the ELF magic, and the XXH3-128 of its bytes.
+// Mapped rather than read: no copy, and the mapping's pages are the page-cache pages the dlopen
+// that follows maps again (a read() copy measured about twice as slow on a 32 MiB library). A
+// library truncated by someone else while it is hashed faults (SIGBUS) as it would under the
+// dlopen itself; published entries are never modified, so only a hostile writer does that.
 struct LibraryBytes {
-  int error = 0;  // errno of open/fstat/read, 0 when none
+  int error = 0;  // errno of open/fstat/mmap, 0 when none
   bool regular = false;
-  std::uint64_t size = 0;  // bytes read
+  std::uint64_t size = 0;
   bool elf = false;
   std::string hash;
 };
@@ -137,22 +138,19 @@ LibraryBytes read_library(const std::string& path) {
   if (::fstat(fd, &st) != 0) {
     r.error = errno;
   } else if ((r.regular = S_ISREG(st.st_mode))) {
-    constexpr std::size_t kChunk = std::size_t{256} << 10;
-    std::unique_ptr<char[]> buffer(new char[kChunk]);
-    ContentHash hash;
-    for (;;) {
-      ssize_t n = ::read(fd, buffer.get(), kChunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        r.error = errno;
-        break;
-      }
-      if (n == 0) break;
-      if (r.size == 0) r.elf = n >= 4 && std::memcmp(buffer.get(), "\x7f" "ELF", 4) == 0;
-      hash.update(std::string_view(buffer.get(), static_cast<std::size_t>(n)));
-      r.size += static_cast<std::uint64_t>(n);
+    r.size = static_cast<std::uint64_t>(st.st_size);
+    std::string_view bytes;
+    void* p = MAP_FAILED;
+    if (r.size > 0) {
+      p = ::mmap(nullptr, r.size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (p == MAP_FAILED) r.error = errno;
+      else bytes = std::string_view(static_cast<const char*>(p), r.size);
     }
-    r.hash = hash.hex();
+    if (r.error == 0) {
+      r.elf = bytes.size() >= 4 && std::memcmp(bytes.data(), "\x7f" "ELF", 4) == 0;
+      r.hash = content_hash_hex(bytes);
+    }
+    if (p != MAP_FAILED) ::munmap(p, r.size);
   }
   ::close(fd);
   return r;
