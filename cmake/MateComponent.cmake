@@ -1,6 +1,6 @@
 # mate_add_component(NAME SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
-# Creates the static library mate_<NAME> (alias and export name mate::<NAME>), adds it to the
-# umbrella target mate::mate, and installs it in the exported package.
+# Creates the static library mate_<NAME> (alias mate::<NAME>) and adds it to mate_components,
+# the list libmate.so is made of (cmake/MateSharedLibrary.cmake).
 function(mate_add_component name)
   cmake_parse_arguments(C "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(mate_${name} STATIC ${C_SOURCES})
@@ -11,8 +11,6 @@ function(mate_add_component name)
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(mate_${name} PUBLIC ${C_PUBLIC_DEPS} PRIVATE ${C_PRIVATE_DEPS})
-  target_link_libraries(mate INTERFACE mate_${name})
-  install(TARGETS mate_${name} EXPORT mateTargets
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  target_link_libraries(mate_components INTERFACE mate_${name})
+  set_property(GLOBAL APPEND PROPERTY MATE_COMPONENT_LIBRARIES mate_${name})
 endfunction()

@@ -8,7 +8,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libdlpack-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libxxhash-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-torch python3-pytest python3-pybind11 pybind11-dev python3-dev
   electric-fence duma time
 )
 

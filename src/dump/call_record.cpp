@@ -122,6 +122,11 @@ CallRecord parse_call(std::string_view text, const std::string& dir) {
       r.exception_message = str_or(*e, "message");
     }
     r.error = str_or(j, "error");
+    if (auto py = j.find("python"); py != j.end()) {
+      if (!py->is_object()) throw DumpError("python: expected an object with \"function\" and \"script\"");
+      r.python_function = string_at(*py, "function");
+      r.python_script = str_or(*py, "script");
+    }
     r.inputs = parse_args(j, "inputs");
     r.outputs = parse_args(j, "outputs");
   } catch (const detail::FieldError& e) {

@@ -362,6 +362,8 @@ class Writer final : public log::CallHook {
                 {"mate_version", MATE_VERSION_STRING}, {"started", core::utc_now_iso8601_micros()},
                 {"status", to_string(CallStatus::WritingInputs)},
                 {"tensor_format", d.format->name()}};
+      // A Python function: what `python -m mate replay` imports to run it again.
+      if (call.python != nullptr) d.meta["python"] = {{"function", call.python->function}, {"script", call.python->script}};
       d.meta["inputs"] = describe_all(inputs, "inputs", *d.format, phase);
       in = d.format->estimate_size(phase.tensors);
       // Inputs, as much again for the outputs, and call.json as now (long strings and lists

@@ -13,6 +13,7 @@
 
 #include "mate/config.hpp"
 #include "mate/core/atomic_file.hpp"
+#include "mate/core/install_location.hpp"
 #include "mate/device/vendors.hpp"
 
 namespace mate::jit {
@@ -26,14 +27,6 @@ std::mutex& roots_mutex() {
 std::vector<std::string>& added_roots() {
   static std::vector<std::string> r;
   return r;
-}
-
-std::string exe_dir() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  std::string path(buf, static_cast<std::size_t>(n));
-  return path.substr(0, path.rfind('/'));
 }
 
 }  // namespace
@@ -56,10 +49,11 @@ std::vector<std::string> aot_directories() {
     if (!ec) d = p.string();
     if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
   };
-  std::string exe = exe_dir();
-  if (!exe.empty()) {
-    add(exe + "/../aot");
-    add(exe + "/../" MATE_INSTALL_LIBDIR "/mate/aot");
+  // The tree MATE's code was loaded from (libmate.so's, or the program's): its aot/ in a build
+  // tree, <libdir>/mate/aot installed.
+  if (const std::string tree = core::install_tree(); !tree.empty()) {
+    add(tree + "/aot");
+    add(tree + "/" MATE_INSTALL_LIBDIR "/mate/aot");
   }
   add(std::string(MATE_INSTALL_PREFIX) + "/" MATE_INSTALL_LIBDIR "/mate/aot");
   return out;

@@ -16,6 +16,7 @@ namespace mate::log::detail {
 
 struct CallState {
   const char* name;
+  std::optional<PythonOrigin> python;
   std::uint64_t seq;
   Settings settings;
   std::chrono::steady_clock::time_point start;
@@ -98,18 +99,27 @@ class CaptureScope {
 
 }  // namespace
 
-CallState* begin_call(const char* name, Collector collect, void* context) {
+CallState* prepare_call(const char* name, Collector collect, void* context) {
   Settings settings = current_settings();  // also latches g_level on the first call
   if (settings.level <= 0) return nullptr;
-  auto* s = new CallState{name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings),
+  auto* s = new CallState{name, std::nullopt, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings),
                           {}, std::uncaught_exceptions(), {}, {}, {}, {}, nullptr, false};
   try {
-    // Copied now (the values live only as long as the call object's constructor); written by
-    // start_call, so that stream() can still name the call's stream.
+    // Copied now (ApiCall's values live only as long as its constructor); written by start_call,
+    // so that ApiCall::stream() can still name the call's stream.
     if (s->settings.level >= 3) collect(context, s->inputs);
   } catch (...) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.
   }
+  return s;
+}
+
+CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python, void* stream) {
+  CallState* s = prepare_call(name, collect, context);
+  if (s == nullptr) return nullptr;
+  if (python != nullptr) s->python = *python;
+  s->stream = stream;
+  start_call(s);
   return s;
 }
 
@@ -118,7 +128,7 @@ void set_stream(CallState* state, void* stream) { state->stream = stream; }
 void start_call(CallState* s) {
   if (s->started) return;
   s->started = true;
-  const CallInfo info{s->name, s->seq, s->settings.level, s->stream};
+  const CallInfo info{s->name, s->seq, s->settings.level, s->python ? &*s->python : nullptr, s->stream};
   try {
     if (s->settings.level < 3) {
       write(*s, render(s->settings.format, header_for(*s), Event::Call, s->settings.level, {}, nullptr));
@@ -151,6 +161,12 @@ void record_exception(CallState* state, const std::type_info* type, const char* 
   }
 }
 
+void record_exception_named(CallState* state, std::string type, std::string message) {
+  state->outcome.threw = true;
+  state->outcome.exception_type = std::move(type);
+  state->outcome.exception_message = std::move(message);
+}
+
 void end_call(CallState* s) noexcept {
   if (!s->started) start_call(s);  // a call object never run: its inputs still come first
   auto elapsed = std::chrono::steady_clock::now() - s->start;
@@ -159,7 +175,7 @@ void end_call(CallState* s) noexcept {
   if (std::uncaught_exceptions() > s->uncaught) s->outcome.threw = true;  // scope form
   if (s->settings.level >= 3) {
     try {
-      const CallInfo info{s->name, s->seq, s->settings.level, s->stream};
+      const CallInfo info{s->name, s->seq, s->settings.level, s->python ? &*s->python : nullptr, s->stream};
       ArgList outputs;
       if (!s->outcome.threw) {
         if (s->outputs) s->outputs(outputs);

@@ -10,6 +10,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, Replayable, std::less<>> functions;
+  PythonResolver python_resolver;  // set before replaying, not while
 };
 
 // Never destroyed; function-local so that registrations from any static initializer (or a
@@ -31,6 +32,7 @@ const char* to_string(ParamKind k) noexcept {
     case ParamKind::Enum: return "enum";
     case ParamKind::Float: return "floating point";
     case ParamKind::String: return "string";
+    case ParamKind::Value: return "any value";
   }
   return "?";
 }
@@ -62,5 +64,13 @@ void unregister_function(std::string_view name) {
   std::lock_guard lock(reg.mutex);
   if (auto it = reg.functions.find(name); it != reg.functions.end()) reg.functions.erase(it);
 }
+
+void set_python_resolver(PythonResolver resolver) {
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  reg.python_resolver = std::move(resolver);
+}
+
+const PythonResolver& python_resolver() { return registry().python_resolver; }
 
 }  // namespace mate::replay

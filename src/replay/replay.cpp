@@ -77,6 +77,7 @@ bool kind_matches(ParamKind p, const RecordedArg& a) {
     case ParamKind::Enum: return a.kind == K::Int || a.kind == K::UInt || a.kind == K::Enum;
     case ParamKind::Float: return a.kind == K::Float;
     case ParamKind::String: return a.kind == K::String || (a.kind == K::None && a.type == "str");
+    case ParamKind::Value: return a.kind != K::Tensor && !(a.kind == K::None && a.type == "tensor");
   }
   return false;
 }
@@ -163,10 +164,9 @@ void for_each_element(const std::vector<std::int64_t>& shape, const std::vector<
   }
 }
 
-OutputCheck compare(const std::string& name, const TensorRecord& expected, const detail::RebuiltTensor& got, const Options& o) {
+OutputCheck compare(const std::string& name, const TensorRecord& expected, const DLTensor& g, const Options& o) {
   OutputCheck c;
   c.name = name;
-  const DLTensor& g = got.dl;
   const std::vector<std::int64_t> got_shape(g.shape, g.shape + g.ndim);
   if (got_shape != expected.shape) {
     c.ok = false;
@@ -294,7 +294,18 @@ CallResult run_call(const CallRecord& call, const Options& o) {
   r.dir = call.dir;
   r.function = call.function;
   r.seq = call.seq;
-  const Replayable* fn = find_function(call.function);
+  // A Python function: the resolver (python -m mate replay) imports it.
+  std::optional<Replayable> from_python;
+  if (!call.python_function.empty()) {
+    const PythonResolver& resolve = python_resolver();
+    if (!resolve) {
+      r.message = "function \"" + call.function + "\" was logged from Python (" + call.python_function +
+                  "): replay it with `python -m mate replay --dir " + call.dir + "`";
+      return r;
+    }
+    from_python = resolve(call);
+  }
+  const Replayable* fn = from_python ? &*from_python : find_function(call.function);
   if (fn == nullptr) {
     r.message = "function \"" + call.function + "\" is not registered (load the library that registers it with --lib PATH)";
     return r;
@@ -326,6 +337,7 @@ CallResult run_call(const CallRecord& call, const Options& o) {
       return r;
     }
     Value& v = values[k];
+    v.recorded = &a;
     if (a.kind == K::Tensor) {
       sources[k] = detail::TensorSource{dump::load_tensor(call, a), keeps_layout ? detail::recorded_range(a) : std::nullopt};
     } else if (a.kind == K::None) {
@@ -368,6 +380,30 @@ CallResult run_call(const CallRecord& call, const Options& o) {
         r.message = "the dump records a return value, the registered function returns none";
         return r;
       }
+      if (out.kind == K::Tensor && ret->kind == K::Tensor && ret->tensor) {
+        // A returned tensor (Python functions return their results): compared where it lives.
+        r.outputs.push_back(compare("return", dump::load_tensor(call, out), ret->tensor->dl(), o));
+        continue;
+      }
+      if (out.kind == K::List && ret->kind == K::List) {
+        // A returned tuple or list: its tensors, item by item.
+        if (out.items.size() != ret->items.size()) {
+          r.message = "the dump records a return value of " + std::to_string(out.items.size()) + " items, the function returned " +
+                      std::to_string(ret->items.size());
+          return r;
+        }
+        for (std::size_t i = 0; i < out.items.size(); ++i) {
+          const RecordedArg& want = out.items[i];
+          const log::Arg& got = ret->items[i];
+          if (want.kind == K::Tensor && got.kind == K::Tensor && got.tensor)
+            r.outputs.push_back(compare("return[" + std::to_string(i) + "]", dump::load_tensor(call, want), got.tensor->dl(), o));
+          else if (want.kind != K::Tensor && want.kind != K::List && want.kind != K::None) {
+            r.outputs.push_back(compare_scalar(want, got, o));
+            r.outputs.back().name = "return[" + std::to_string(i) + "]";
+          }
+        }
+        continue;
+      }
       if (out.kind == K::Tensor || out.kind == K::List || out.kind == K::None) continue;  // not comparable as a scalar
       r.outputs.push_back(compare_scalar(out, *ret, o));
       continue;
@@ -379,7 +415,7 @@ CallResult run_call(const CallRecord& call, const Options& o) {
       r.message = "output " + out.name + " is not a tensor argument of the call, so it cannot be compared";
       return r;
     }
-    r.outputs.push_back(compare(out.name, dump::load_tensor(call, out), *tensors[k], o));
+    r.outputs.push_back(compare(out.name, dump::load_tensor(call, out), tensors[k]->dl, o));
   }
   if (r.outputs.empty()) {
     r.outcome = Outcome::NoReference;

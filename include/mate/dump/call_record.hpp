@@ -47,6 +47,10 @@ struct CallRecord {
   std::string process_first_started;
   CallStatus status = CallStatus::WritingInputs;
   std::string tensor_format;  // "mate" or "safetensors" (src/dump/tensor_format.hpp)
+  // A call logged from Python (mate.api_logging): "module:qualname", and the script's path when
+  // the module is __main__. Both "" for C++ calls.
+  std::string python_function;
+  std::string python_script;
   std::string exception_type;
   std::string exception_message;
   std::string error;  // status failed: what went wrong while dumping

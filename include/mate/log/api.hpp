@@ -76,10 +76,18 @@ void set_level_for_testing(int level);
 
 // ---- call hooks: the extension point for dumps ----
 
+// Where a function that is not C++ lives, so that a dump can name it for replay (the Python
+// decorator, mate.api_logging, fills it; C++ calls have none).
+struct PythonOrigin {
+  std::string function;  // "module:qualname"
+  std::string script;    // the script's absolute path when the module is __main__, else ""
+};
+
 struct CallInfo {
   const char* name;
   std::uint64_t seq;
   int level;
+  const PythonOrigin* python = nullptr;  // set for calls logged from Python
   void* stream = nullptr;  // the stream the call named (ApiCall::stream); nullptr: none
 };
 
@@ -114,13 +122,22 @@ extern std::atomic<int> g_level;
 
 struct CallState;
 using Collector = void (*)(void* context, ArgList& args);
-// Collects the inputs; start_call writes them (and the level-1 line), once.
-CallState* begin_call(const char* name, Collector collect, void* context);
+// Collects the inputs and writes them (the level-1 line, or the inputs record) at once: the
+// whole start of a call, for callers that have everything by then (the Python decorator).
+// `stream` is the call's stream (see ApiCall::stream): a CUstream / MUstream handle, nullptr for
+// the device's default stream.
+CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python = nullptr,
+                      void* stream = nullptr);
+// The same in two steps, for ApiCall: prepare_call collects the inputs (the values live only as
+// long as ApiCall's constructor), set_stream may name the stream, start_call writes them, once.
+CallState* prepare_call(const char* name, Collector collect, void* context);
 void set_stream(CallState* state, void* stream);
 void start_call(CallState* state);
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect);
 void add_return_value(CallState* state, Arg value);
 void record_exception(CallState* state, const std::type_info* type, const char* message);
+// An exception whose type is known by name (a Python exception: "ValueError").
+void record_exception_named(CallState* state, std::string type, std::string message);
 void end_call(CallState* state) noexcept;
 
 template <class T>
@@ -142,7 +159,7 @@ class [[nodiscard]] ApiCall {
       const char* const* n = names.begin();
       (args.add(*n++, values), ...);
     };
-    state_ = detail::begin_call(
+    state_ = detail::prepare_call(
         name, [](void* c, ArgList& args) { (*static_cast<decltype(collect)*>(c))(args); }, &collect);
   }
   ~ApiCall() {

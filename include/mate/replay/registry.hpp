@@ -33,9 +33,15 @@
 
 #include "mate/log/arg.hpp"
 
+namespace mate::dump {
+struct CallRecord;
+}
+
 namespace mate::replay {
 
-enum class ParamKind { InputTensor, WritableTensor, Bool, Int, UInt, Enum, Float, String };
+// Value: any recorded non-tensor argument as it was recorded (Value::recorded), for functions
+// whose parameters are not typed (Python's).
+enum class ParamKind { InputTensor, WritableTensor, Bool, Int, UInt, Enum, Float, String, Value };
 const char* to_string(ParamKind k) noexcept;
 
 // One argument of a replayed call, built from the dump.
@@ -47,6 +53,7 @@ struct Value {
   double float_value = 0;
   std::string text;
   bool null_string = false;  // a const char* recorded as null
+  const log::Arg* recorded = nullptr;  // the argument as call.json records it (every kind)
 };
 
 struct Replayable {
@@ -65,6 +72,15 @@ const Replayable* find_function(std::string_view name);
 std::vector<std::string> registered_functions();
 // Removes one registration (tests).
 void unregister_function(std::string_view name);
+
+// Calls logged from Python (call.json's "python": module:qualname and script) are not in the
+// registry: the Python package's replay (`python -m mate replay`) sets a resolver that imports
+// the function and builds its Replayable from the call's recorded arguments, or throws
+// std::runtime_error saying why it cannot. Without a resolver such a call is an error that says
+// to replay it with `python -m mate replay`. nullptr removes the resolver.
+using PythonResolver = std::function<Replayable(const dump::CallRecord& call)>;
+void set_python_resolver(PythonResolver resolver);
+const PythonResolver& python_resolver();
 
 namespace detail {
 

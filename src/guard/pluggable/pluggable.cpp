@@ -26,6 +26,9 @@ struct PerDevice {
 PerDevice g_devices[kMaxDevices];
 
 mate::guard::GuardAllocatorConfig config_for(mate::device::Kind kind) {
+  // Installed already (mate.memory_debug.install_guard_allocator, in this process's libmate.so):
+  // its config, so the hooks serve through that allocator.
+  if (const mate::guard::GuardAllocator* installed = mate::guard::installed_guard_allocator(kind)) return installed->config();
   mate::guard::GuardAllocatorConfig config;
   config.backend = kind;
   if (mate::config::guard_allocator_mode() == "head") config.mode = mate::guard::Mode::Head;

@@ -5,6 +5,7 @@
 #include "mate/device/vendors.hpp"
 
 #include "guard/run/preload_blockers.hpp"
+#include "mate/core/install_location.hpp"
 
 #include <signal.h>
 #include <spawn.h>
@@ -48,12 +49,13 @@ void forward(int sig, siginfo_t* info, void*) {
 std::string preload_library_path() {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  // Next to libmate.so (or, linked statically, in ../lib next to the program's bin/).
   std::vector<fs::path> candidates;
-  if (!ec) {
-    fs::path bin = exe.parent_path();
-    candidates.push_back(bin / ".." / "lib" / "libmate_guard_preload.so");
-    candidates.push_back(bin / ".." / MATE_GUARD_INSTALL_LIBDIR / "libmate_guard_preload.so");
+  if (const std::string code = core::code_directory(); !code.empty())
+    candidates.push_back(fs::path(code) / "libmate_guard_preload.so");
+  if (const std::string tree = core::install_tree(); !tree.empty()) {
+    candidates.push_back(fs::path(tree) / "lib" / "libmate_guard_preload.so");
+    candidates.push_back(fs::path(tree) / MATE_GUARD_INSTALL_LIBDIR / "libmate_guard_preload.so");
   }
   std::string looked;
   for (const auto& c : candidates) {

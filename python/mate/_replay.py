@@ -1,0 +1,95 @@
+"""The Python side of replaying dumped Python calls (python -m mate replay; the C++ replay calls
+these from bindings/replay.cpp): import the recorded function, wrap rebuilt memory as tensors,
+call with the recorded arguments."""
+
+import ctypes
+import importlib
+import inspect
+import os
+import runpy
+import sys
+
+# MATE's dtype names -> torch's (those this torch has; others come back as numpy arrays).
+_TORCH_DTYPES = {
+    "f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16",
+    "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
+    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool",
+}
+_NUMPY_DTYPES = {"u16": "uint16", "u32": "uint32", "u64": "uint64"}
+_ITEM_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1, "i8": 1, "i16": 2, "i32": 4,
+               "i64": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
+
+_scripts = {}
+
+
+def load_function(python_function, script):
+    """The function call.json names ("module:qualname"; a script's path for __main__)."""
+    module_name, _, qualname = python_function.partition(":")
+    if module_name == "__main__":
+        if not script:
+            raise RuntimeError(f"{python_function} was defined in a __main__ whose file is unknown "
+                               "(an interactive session or python -c): it cannot be imported again")
+        if not os.path.isfile(script):
+            raise RuntimeError(f"{python_function} was defined in the script {script}, which no longer exists")
+        namespace = _scripts.get(script)
+        if namespace is None:
+            # The script's own directory first on sys.path, as when it ran. Its top level runs
+            # again (as "__mate_replay__", so an `if __name__ == "__main__":` block does not).
+            sys.path.insert(0, os.path.dirname(script))
+            namespace = runpy.run_path(script, run_name="__mate_replay__")
+            _scripts[script] = namespace
+        obj, parts = None, qualname.split(".")
+        if parts[0] not in namespace:
+            raise RuntimeError(f"the script {script} defines no {parts[0]} (recorded as {python_function})")
+        obj = namespace[parts[0]]
+        parts = parts[1:]
+    else:
+        obj = importlib.import_module(module_name)
+        parts = qualname.split(".")
+    for part in parts:
+        if part == "<locals>":
+            raise RuntimeError(f"{python_function} is defined inside another function: it cannot be imported")
+        if not hasattr(obj, part):
+            raise RuntimeError(f"{python_function}: {part} not found (has the code changed since the dump?)")
+        obj = getattr(obj, part)
+    return obj
+
+
+def tensor_over(base, nbytes, offset_bytes, dtype, shape, strides, device):
+    """A tensor over rebuilt memory: `nbytes` at `base`, the tensor `offset_bytes` into it."""
+    if device != "cpu":
+        raise RuntimeError(f"replaying a Python call on a {device} tensor from Python is not supported yet: "
+                           "run the call's replay on the host or use mate replay with a C++ registration")
+    item = _ITEM_BYTES.get(dtype)
+    if item is None:
+        raise RuntimeError(f"a tensor of dtype {dtype} cannot be rebuilt for Python")
+    buffer = (ctypes.c_uint8 * max(nbytes, 1)).from_address(base)
+    import torch
+    torch_name = _TORCH_DTYPES.get(dtype)
+    if torch_name is not None and hasattr(torch, torch_name):
+        flat = torch.frombuffer(buffer, dtype=torch.uint8)[:nbytes].view(getattr(torch, torch_name))
+        return flat.as_strided(shape, strides, offset_bytes // item)
+    import numpy
+    flat = numpy.frombuffer(buffer, dtype=numpy.uint8)[:nbytes].view(numpy.dtype(_NUMPY_DTYPES[dtype]))
+    return numpy.lib.stride_tricks.as_strided(flat[offset_bytes // item:], shape, [s * item for s in strides])
+
+
+def call_function(function, names, values):
+    """Calls `function` with the recorded arguments (names as call.json records them)."""
+    signature = inspect.signature(function)
+    args, kwargs = [], {}
+    for name, value in zip(names, values):
+        p = signature.parameters.get(name)
+        if p is None:
+            raise RuntimeError(f"the dump records an argument {name!r}, which {function.__qualname__}{signature} "
+                               "does not take (has the code changed since the dump?)")
+        if p.kind == p.VAR_POSITIONAL:
+            args.extend(value)
+        elif p.kind == p.VAR_KEYWORD:
+            kwargs.update(value)
+        elif p.kind == p.KEYWORD_ONLY:
+            kwargs[name] = value
+        else:
+            args.append(value)
+    return function(*args, **kwargs)
