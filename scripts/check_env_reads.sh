@@ -12,7 +12,7 @@ while IFS= read -r hit; do
   if grep -qxF "$file" <<<"$allowed"; then continue; fi
   echo "direct environment read outside src/config: $hit"
   found=1
-done < <(grep -rnE '\b(getenv|secure_getenv)\s*\(|\benviron\b' src include tests bench examples 2>/dev/null \
+done < <(grep -rnE '\b(getenv|secure_getenv)\s*\(|\benviron\b' src include tests bench examples python 2>/dev/null \
            | grep -v '^src/config/' || true)
 if [ "$found" -ne 0 ]; then
   echo "read MATE_* variables through mate::config (include/mate/config_variables.inc)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: set up, build, and show MATE's real workflow on its reference kernel library:
 # modules built by the JIT and then found in the cache, a level-3 log, a level-10 dump replayed
-# with `mate replay`, and an out-of-bounds write caught by `mate guard-run`.
+# with `mate replay`, the same from Python (a decorated torch function, python -m mate replay),
+# and an out-of-bounds write caught by `mate guard-run`.
 # Everything it writes stays under build/demo/ (the module cache too, so the first run builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,19 @@ MATE_LOGLEVEL=10 MATE_LOGDEST="$demo/ops10.log" MATE_DUMP_DIR="$demo/dumps" "$bi
 show ls "$demo/dumps"
 show "$mate" replay --dir "$demo/dumps"
 
+step "Python: a kernel library's torch functions decorated with @mate_api, logged at level 3"
+python=/usr/bin/python3
+export PYTHONPATH=$PWD/$bin/python   # the mate package this build made (docs/python.md)
+show sed -n '/^@mate_api(name="demo.rmsnorm")/,/^$/p' examples/python/torch_kernels.py
+MATE_LOGLEVEL=3 MATE_LOGDEST="$demo/python.log" "$python" examples/python/torch_kernels.py
+echo "(the log is $demo/python.log; the first call, in the same format as C++ calls:)"
+head -n 6 "$demo/python.log"
+
+step "Python at level 10: the calls are dumped, then python -m mate replay runs them again and compares"
+MATE_LOGLEVEL=10 MATE_LOGDEST="$demo/python10.log" MATE_DUMP_DIR="$demo/python_dumps" "$python" examples/python/torch_kernels.py >/dev/null
+show ls "$demo/python_dumps"
+show "$python" -m mate replay --dir "$demo/python_dumps"
+
 step "mate guard-run: a program writes one element past a heap buffer (tail mode catches it at the access)"
 echo "(without the guard it runs to the end and prints a checksum:)"
 show "$bin/examples/guard_heap_bug" past
@@ -65,4 +79,4 @@ expect_failure "$mate" guard-run --mode head -- "$bin/examples/guard_heap_bug" b
 
 step "Done"
 echo "Module cache: $MATE_WORKSPACE_BASE/.cache/mate; dumps: $demo/dumps; logs: $demo/*.log"
-echo "Guides: docs/jit.md, docs/logging.md, docs/dumps-and-replay.md, docs/guard-allocator.md"
+echo "Guides: docs/jit.md, docs/logging.md, docs/dumps-and-replay.md, docs/guard-allocator.md, docs/python.md"

@@ -2,6 +2,7 @@
 // end_call the C++ MATE_API uses, so records, sink, dumps and crash context are the C++ ones.
 #include <pybind11/stl.h>
 
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "mate/config.hpp"
 #include "mate/dump/dump.hpp"
 #include "mate/log/api.hpp"
 #include "mate/log/arg_json.hpp"
@@ -62,6 +64,23 @@ class Call {
   log::detail::CallState* state_;
 };
 
+// The logging and dumping variables are latched (read once per process). Reading them again
+// means overriding each with the environment's current text (config::ScopedOverride), the
+// previous overrides undone first, newest first, as they nest.
+void reread_logging_variables() {
+  static auto* overrides = new std::vector<std::unique_ptr<config::ScopedOverride>>();
+  while (!overrides->empty()) overrides->pop_back();
+  for (const config::VarInfo& v : config::all_variables()) {
+    const std::string_view name = v.name;
+    if (!name.starts_with("MATE_LOG") && !name.starts_with("MATE_DUMP_")) continue;
+    const char* text = std::getenv(std::string(name).c_str());
+    overrides->push_back(std::make_unique<config::ScopedOverride>(
+        v.id, text != nullptr ? std::optional<std::string>(text) : std::nullopt));
+  }
+  log::reconfigure();
+  dump::reconfigure();
+}
+
 struct Inputs {
   const py::sequence* names;
   const py::sequence* values;
@@ -71,13 +90,8 @@ struct Inputs {
 
 void add_api_logging(py::module_& m) {
   m.def("log_level", &log::level, "MATE_LOGLEVEL as read (the first call reads the registry)");
-  m.def(
-      "reconfigure",
-      [] {
-        log::reconfigure();
-        dump::reconfigure();
-      },
-      "Re-reads MATE_LOGLEVEL, MATE_LOGDEST, MATE_LOGFORMAT and the MATE_DUMP_* variables");
+  m.def("reconfigure", &reread_logging_variables,
+        "Reads MATE_LOGLEVEL, MATE_LOGDEST, MATE_LOGFORMAT and the MATE_DUMP_* variables from the environment again");
 
   py::class_<Call>(m, "Call").def("finish", &Call::finish, py::arg("outputs"), py::arg("exception_type"),
                                   py::arg("exception_message"));
