@@ -2,8 +2,10 @@
 // record after it, hooks, in-flight bookkeeping, and no device reads while the call's stream is
 // being captured into a graph. Only reached when the level is not 0.
 #include <cxxabi.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <optional>
@@ -33,8 +35,36 @@ namespace {
 
 std::atomic<std::uint64_t> g_seq{0};
 
+// The pid and tid of the records, cached: glibc does not cache getpid(), so each was a system
+// call per record. A forked child forgets both in the atfork handler, which runs in its only
+// thread, the one that called fork() (whose cached tid was the parent's).
+std::atomic<long> g_pid{0};
+thread_local long t_tid = 0;
+
+long current_pid() noexcept {
+  static const bool watching = [] {
+    ::pthread_atfork(nullptr, nullptr, [] {
+      g_pid.store(0, std::memory_order_relaxed);
+      t_tid = 0;
+    });
+    return true;
+  }();
+  (void)watching;
+  long pid = g_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    pid = static_cast<long>(::getpid());
+    g_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
+
+long current_tid() noexcept {
+  if (t_tid == 0) t_tid = static_cast<long>(::gettid());
+  return t_tid;
+}
+
 Header header_for(const CallState& s) {
-  Header h{s.name, s.seq, static_cast<long>(::getpid()), static_cast<long>(::gettid()), {}};
+  Header h{s.name, s.seq, current_pid(), current_tid(), {}};
   ::clock_gettime(CLOCK_REALTIME, &h.time);
   return h;
 }
