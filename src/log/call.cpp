@@ -87,16 +87,17 @@ void device_kinds(const std::vector<Arg>& args, bool (&kinds)[device::kKindCount
     if (a.kind == Arg::Kind::List) device_kinds(a.items, kinds);
     if (a.kind != Arg::Kind::Tensor || !a.tensor) continue;
     const tensor::Memory m = a.tensor->view().memory();
-    if (m != tensor::Memory::Host && m != tensor::Memory::Other) kinds[device::kind_index(tensor::device_kind(m))] = true;
+    if (m != tensor::Memory::Host && m != tensor::Memory::Other)
+      kinds[device::kind_index(tensor::device_kind(m))] = true;
   }
 }
 
 // While alive, no device memory is read for a record of `s` whose stream is being captured
 // into a CUDA/MUSA graph: a synchronous read there is illegal and would invalidate the
 // capture. Asks the backend of each device kind among `args` (one or two driver calls per kind
-// and record, at level 5 and above only, and only for records with device tensors); the records then show metadata only, each device
-// tensor saying why ("stats skipped: CUDA graph capture in progress"), and the dump hook
-// saves no data for them.
+// and record, at level 5 and above only, and only for records with device tensors); the records
+// then show metadata only, each device tensor saying why ("stats skipped: CUDA graph capture in
+// progress"), and the dump hook saves no data for them.
 class CaptureScope {
  public:
   CaptureScope(const CallState& s, const std::vector<Arg>& args) {

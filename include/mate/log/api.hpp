@@ -42,8 +42,9 @@
 //
 // MATE_API(...) is an expression: follow it with .run(...) (alone, as a statement, it would log
 // the call as finished at once). The inputs record is written by run(), right before the body,
-// so that .stream(s) can name the call's stream first: MATE_API(...).stream(s).run(...). Inputs are taken by value when logging (tensors are pointers
-// or views, so this is cheap); that keeps the caller's variables in registers at level 0.
+// so that .stream(s) can name the call's stream first: MATE_API(...).stream(s).run(...).
+// Inputs are taken by value when logging (tensors are pointers or views, so this is cheap);
+// that keeps the caller's variables in registers at level 0.
 //
 // Function names must be string literals or otherwise static: the crash-report context keeps
 // the pointer.
