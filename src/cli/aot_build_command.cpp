@@ -2,9 +2,11 @@
 // effect, into DIR with a manifest.json (what the build system runs into <build>/aot).
 #include <fmt/format.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "commands.hpp"
+#include "mate/core/quiet_write.hpp"
 #include "mate/device/vendors.hpp"
 #include "mate/jit/aot_build.hpp"
 #include "mate/jit/catalog.hpp"
@@ -57,11 +59,11 @@ void add_aot_build_command(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    std::error_code ec;
-    std::filesystem::create_directories(flags->out, ec);
-    if (ec || !std::filesystem::is_directory(flags->out)) {
+    // Mode 0755 whatever the umask (std::filesystem would make it 0777 under `umask 000`).
+    const int error = core::create_directories(flags->out, 0755);
+    if (error != 0 || !std::filesystem::is_directory(flags->out)) {
       fmt::print(stderr, "mate aot-build: --out {}: cannot create the directory: {}\n", flags->out,
-                 ec ? ec.message() : "a file of that name is in the way");
+                 error != 0 ? std::strerror(error) : "a file of that name is in the way");
       exit_code = kExitUsage;
       return;
     }

@@ -30,6 +30,7 @@ bool matches_filter(const jit::ModuleStatus& s, const std::string& filter) {
   if (filter == "jit") return s.state == ModuleState::JitCached;
   if (filter == "missing") return s.state == ModuleState::Missing || s.state == ModuleState::NotBuildable;
   if (filter == "stale") return s.state == ModuleState::Stale;
+  if (filter == "corrupt") return s.state == ModuleState::Corrupt;
   return false;
 }
 
@@ -56,7 +57,7 @@ void add_module_status_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("module-status", "Show every known JIT/AOT module and the module cache");
   cmd->add_flag("--detailed", flags->detailed, "Also show each module's path, build time and key inputs");
   cmd->add_option("--filter", flags->filter, "Only modules in this state")
-      ->check(CLI::IsMember({"aot", "jit", "missing", "stale"}));
+      ->check(CLI::IsMember({"aot", "jit", "missing", "stale", "corrupt"}));
   cmd->add_flag("--json", flags->json, "Print as JSON");
   cmd->callback([flags, &exit_code] {
     jit::CacheSummary summary = jit::cache_summary();

@@ -138,7 +138,8 @@ const AotIndex& read_index(const std::string& root) {
 
 }  // namespace
 
-std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* searched, const AotAccept& accept) {
+std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* searched, const AotAccept& accept,
+                                 std::vector<std::string>* damaged) {
   for (const auto& root : aot_directories()) {
     const AotIndex& index = read_index(root);
     if (!index.present) {
@@ -156,7 +157,9 @@ std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* sea
       // A damaged module (emptied, truncated, removed) or one that cannot be loaded does not
       // hide a good one in a later root.
       AotMatch match{root, root + "/" + dir, m};
-      if (why = library_problem(match.dir, m); why.empty() && (!accept || accept(match, &why))) return match;
+      why = library_problem(match.dir, m);
+      if (!why.empty() && damaged) damaged->push_back(match.dir + ": " + why);
+      if (why.empty() && (!accept || accept(match, &why))) return match;
       reasons += fmt::format("; key {} matches but is unusable: {}", m.key, why);
     }
     if (searched)

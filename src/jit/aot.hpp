@@ -22,9 +22,12 @@ struct AotMatch {
 // itself is equal (see aot_mismatch), every arch of the plan is in the module's arch list, and
 // its library is sound (library_problem). `accept` (the loader's dlopen) may still refuse a
 // match, saying why; the search then goes on through the later modules and roots.
+// `damaged` gets one line per matching module whose library fails library_problem (missing,
+// truncated, not the content hash recorded): "<dir>: <why>", for the warning that the module
+// was passed over (an AOT root is an install: it is left as it is, never set aside).
 using AotAccept = std::function<bool(const AotMatch&, std::string* why)>;
 std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* searched,
-                                 const AotAccept& accept = nullptr);
+                                 const AotAccept& accept = nullptr, std::vector<std::string>* damaged = nullptr);
 
 // Inputs that say which compiler built a module rather than what the module is: its path,
 // invoked name and version, and nvcc's host compiler.

@@ -1,5 +1,6 @@
 #include "jit/build.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,7 +12,6 @@
 #include <cstring>
 #include <system_error>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -20,6 +20,7 @@
 #include "jit/process.hpp"
 #include "mate/config.hpp"
 #include "mate/core/atomic_file.hpp"
+#include "mate/core/quiet_write.hpp"
 #include "mate/core/utc_time.hpp"
 
 namespace mate::jit::detail {
@@ -83,17 +84,50 @@ void make_parent_directories(const Plan& plan, const StagingDir& dir, const std:
   }
 }
 
+// Writes a new file of the staging tree, mode 0644 (umask can only narrow it); false with errno
+// set when it cannot be written whole.
+bool write_new_file(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  int error = core::write_all(fd, text.data(), text.size(), core::StreamKind::Plain);
+  if (::close(fd) != 0 && error == 0) error = errno;
+  errno = error;
+  return error == 0;
+}
+
 void write_file(const Plan& plan, const StagingDir& dir, const std::string& relative, const std::string& text) {
   make_parent_directories(plan, dir, relative);
   std::string path = dir.path + "/" + relative;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
+  if (!write_new_file(path, text)) {
+    int error = errno;
     if (dir.vanished()) dir.throw_vanished(plan);
     throw ModuleError(ModuleError::Kind::CacheError,
-                      fmt::format("cannot write {} (check permissions and free disk space)", path));
+                      fmt::format("cannot write {}: {} (check permissions and free disk space)", path,
+                                  std::strerror(error)));
   }
+}
+
+// What the tools made under a permissive umask (a compiler's objects 0666, the linker's
+// library 0777 under `umask 000`) loses group and other write before the entry is published:
+// a published entry is immutable, and nobody else may change what later processes dlopen.
+void drop_shared_write(const Plan& plan, const StagingDir& dir) {
+  std::error_code ec;
+  auto narrow = [&](const std::string& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return;
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) == 0) return;
+    if (::chmod(path.c_str(), st.st_mode & 07755) != 0) {
+      int error = errno;
+      if (dir.vanished()) dir.throw_vanished(plan);
+      throw ModuleError(ModuleError::Kind::CacheError,
+                        fmt::format("cannot remove group and other write permission from {}: {}", path,
+                                    std::strerror(error)));
+    }
+  };
+  narrow(dir.path);
+  for (fs::recursive_directory_iterator it(dir.path, ec), end; !ec && it != end; it.increment(ec))
+    narrow(it->path().string());
+  if (ec && dir.vanished()) dir.throw_vanished(plan);
 }
 
 std::string build_ninja(const Plan& plan) {
@@ -186,10 +220,7 @@ std::string build_in_staging(const Plan& plan, const std::string& parent) {
   }
   std::fprintf(stderr, "mate: module '%s' (key %s) %s in %.1f s\n", plan.spec.name.c_str(), plan.key.c_str(),
                r.ok() ? "done" : "FAILED", seconds);
-  if (!verbose) {
-    std::ofstream log(staging + "/build.log", std::ios::binary);
-    log << r.output;
-  }
+  if (!verbose) (void)write_new_file(staging + "/build.log", r.output);  // for inspection only
   if (!r.ok()) {
     std::string cmd = failing_command(r.output);
     std::string message = fmt::format("building module '{}' (key {}) failed: ninja {}\n", plan.spec.name, plan.key,
@@ -201,11 +232,21 @@ std::string build_in_staging(const Plan& plan, const std::string& parent) {
     throw ModuleError(ModuleError::Kind::BuildFailed, message);
   }
 
+  drop_shared_write(plan, dir);
   Manifest m = manifest_for(plan);
   m.built_at = core::utc_now_iso8601();
   m.build_seconds = seconds;
   struct stat st {};
   if (::stat((staging + "/module.so").c_str(), &st) == 0) m.size = static_cast<std::uint64_t>(st.st_size);
+  // The content hash every later load checks before its dlopen (cache.hpp, library_problem).
+  std::string hash_error;
+  if (auto hash = library_content_hash(staging + "/module.so", &hash_error)) {
+    m.library_hash = *hash;
+  } else {
+    if (dir.vanished()) dir.throw_vanished(plan);
+    throw ModuleError(ModuleError::Kind::CacheError,
+                      fmt::format("module '{}' was built but {}", plan.spec.name, hash_error));
+  }
   std::string failed_step;
   if (auto ec = core::write_file_atomically(staging + "/manifest.json", to_json(m).dump(2) + "\n", 0644, &failed_step)) {
     if (dir.vanished()) dir.throw_vanished(plan);

@@ -1,6 +1,8 @@
 #include "jit/cache.hpp"
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,7 +15,9 @@
 
 #include <fmt/format.h>
 
+#include "jit/hash.hpp"
 #include "mate/config.hpp"
+#include "mate/core/quiet_write.hpp"
 
 namespace mate::jit::detail {
 
@@ -46,7 +50,7 @@ nlohmann::json to_json(const Manifest& m) {
   return {{"format", 1},         {"name", m.name},         {"key", m.key},
           {"toolchain", m.toolchain}, {"arch", m.arch},    {"arch_list", m.arch_list},
           {"library", m.library}, {"built_at", m.built_at}, {"build_seconds", m.build_seconds},
-          {"size", m.size},       {"inputs", inputs}};
+          {"size", m.size},       {"library_xxh3_128", m.library_hash}, {"inputs", inputs}};
 }
 
 Manifest manifest_for(const Plan& plan) {
@@ -83,6 +87,7 @@ std::optional<Manifest> read_manifest(const std::string& dir, std::string* why) 
     m.built_at = j.value("built_at", "");
     m.build_seconds = j.value("build_seconds", 0.0);
     m.size = j.value("size", std::uint64_t{0});
+    m.library_hash = j.value("library_xxh3_128", "");
     for (const auto& i : j.at("inputs")) m.inputs.push_back({i.at("name").get<std::string>(), i.at("value").get<std::string>()});
     if (m.library.empty() || m.library.find('/') != std::string::npos) {
       if (why) *why = "manifest.json names an invalid library";
@@ -107,20 +112,76 @@ std::string check_entry(const std::string& dir, const Plan& plan, Manifest* out)
   return "";
 }
 
-std::string library_problem(const std::string& dir, const Manifest& m) {
-  const std::string path = dir + "/" + m.library;
+namespace {
+
+// What one look at a library found: its size, the ELF magic, and the XXH3-128 of its bytes.
+// Mapped rather than read: no copy, and the mapping's pages are the page-cache pages the dlopen
+// that follows maps again (a read() copy measured about twice as slow on a 32 MiB library). A
+// library truncated by someone else while it is hashed faults (SIGBUS) as it would under the
+// dlopen itself; published entries are never modified, so only a hostile writer does that.
+struct LibraryBytes {
+  int error = 0;  // errno of open/fstat/mmap, 0 when none
+  bool regular = false;
+  std::uint64_t size = 0;
+  bool elf = false;
+  std::string hash;
+};
+
+LibraryBytes read_library(const std::string& path) {
+  LibraryBytes r;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    r.error = errno;
+    return r;
+  }
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return m.library + " is missing";
-  unsigned char magic[4] = {};
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return fmt::format("{} cannot be opened: {}", m.library, std::strerror(errno));
-  std::size_t n = std::fread(magic, 1, sizeof magic, f);
-  std::fclose(f);
-  if (n != sizeof magic || magic[0] != 0x7f || magic[1] != 'E' || magic[2] != 'L' || magic[3] != 'F')
-    return m.library + " is not an ELF shared library";
-  if (static_cast<std::uint64_t>(st.st_size) != m.size)
-    return fmt::format("{} has {} bytes but manifest.json recorded {} (truncated or replaced)", m.library,
-                       st.st_size, m.size);
+  if (::fstat(fd, &st) != 0) {
+    r.error = errno;
+  } else if ((r.regular = S_ISREG(st.st_mode))) {
+    r.size = static_cast<std::uint64_t>(st.st_size);
+    std::string_view bytes;
+    void* p = MAP_FAILED;
+    if (r.size > 0) {
+      p = ::mmap(nullptr, r.size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (p == MAP_FAILED) r.error = errno;
+      else bytes = std::string_view(static_cast<const char*>(p), r.size);
+    }
+    if (r.error == 0) {
+      r.elf = bytes.size() >= 4 && std::memcmp(bytes.data(), "\x7f" "ELF", 4) == 0;
+      r.hash = content_hash_hex(bytes);
+    }
+    if (p != MAP_FAILED) ::munmap(p, r.size);
+  }
+  ::close(fd);
+  return r;
+}
+
+}  // namespace
+
+std::optional<std::string> library_content_hash(const std::string& path, std::string* why) {
+  LibraryBytes b = read_library(path);
+  if (b.error != 0 || !b.regular) {
+    if (why) *why = fmt::format("{} cannot be read: {}", path, b.error ? std::strerror(b.error) : "not a regular file");
+    return std::nullopt;
+  }
+  return b.hash;
+}
+
+std::string library_problem(const std::string& dir, const Manifest& m) {
+  LibraryBytes b = read_library(dir + "/" + m.library);
+  if (b.error == ENOENT || (b.error == 0 && !b.regular)) return m.library + " is missing";
+  if (b.error != 0) return fmt::format("{} cannot be read: {}", m.library, std::strerror(b.error));
+  if (!b.elf) return m.library + " is not an ELF shared library";
+  if (b.size != m.size)
+    return fmt::format("{} has {} bytes but manifest.json recorded {} (truncated or replaced)", m.library, b.size,
+                       m.size);
+  if (m.library_hash.empty())
+    return fmt::format("manifest.json records no content hash of {} (written by a MATE that did not check "
+                       "them)", m.library);
+  if (b.hash != m.library_hash)
+    return fmt::format("{} does not match the content hash manifest.json recorded (xxh3-128 {}, the file's is "
+                       "{}): its bytes were changed after it was built",
+                       m.library, m.library_hash, b.hash);
   return "";
 }
 
@@ -141,13 +202,12 @@ void remove_tree(const std::string& dir) noexcept {
 }
 
 void make_directories(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
+  // An explicit mode: under `umask 000`, std::filesystem would make them 0777.
+  if (int error = core::create_directories(dir, 0755); error != 0)
     throw ModuleError(ModuleError::Kind::CacheError,
                       fmt::format("cannot create cache directory {}: {} (check permissions or set "
                                   "MATE_WORKSPACE_BASE)",
-                                  dir, ec.message()));
+                                  dir, std::strerror(error)));
 }
 
 std::string hostname() {

@@ -33,6 +33,9 @@ struct Manifest {
   std::vector<KeyInput> inputs;
   double build_seconds = 0;
   std::uint64_t size = 0;
+  // XXH3-128 of the library's bytes (32 hex digits), recorded when the entry is published and
+  // checked before every dlopen: a damaged library is set aside, never loaded.
+  std::string library_hash;
 };
 
 nlohmann::json to_json(const Manifest& m);
@@ -43,15 +46,19 @@ std::optional<Manifest> read_manifest(const std::string& dir, std::string* why);
 // library sound (library_problem). Returns "" when usable, else the reason. The loader and
 // `mate module-status` both judge entries by it, so status shows what a load would do.
 std::string check_entry(const std::string& dir, const Plan& plan, Manifest* out);
-// Whether <dir>/<m.library> is a regular file starting with the ELF magic and of the size the
-// manifest recorded: "" when it is, else why not (for JIT entries and AOT modules alike).
+// Whether <dir>/<m.library> is a regular file starting with the ELF magic, of the size and with
+// the content hash the manifest recorded: "" when it is, else why not (for JIT entries and AOT
+// modules alike). Reads the whole library (hashed at memory speed; bench/README.md).
 std::string library_problem(const std::string& dir, const Manifest& m);
+// The XXH3-128 of the file at `path` (32 hex digits), or nullopt with `why` naming the failure.
+std::optional<std::string> library_content_hash(const std::string& path, std::string* why);
 
 // Total bytes of regular files under `dir` (0 when missing).
 std::uint64_t directory_size(const std::string& dir);
 // Removes `dir` recursively; ignores errors (best effort, for discarded builds).
 void remove_tree(const std::string& dir) noexcept;
-// mkdir -p; throws ModuleError(CacheError) naming the directory.
+// mkdir -p with mode 0755 for every directory it creates, whatever the umask; throws
+// ModuleError(CacheError) naming the directory.
 void make_directories(const std::string& dir);
 std::string hostname();
 

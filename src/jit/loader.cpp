@@ -290,7 +290,16 @@ Module load_module(const ModuleSpec& spec, const LoadOptions& options) {
     if (aot_handle == nullptr) *why = "cannot be loaded: " + *why;
     return aot_handle != nullptr;
   };
-  if (auto aot = find_aot(plan, &searched, load_aot))
+  std::vector<std::string> damaged;
+  auto aot = find_aot(plan, &searched, load_aot, &damaged);
+  // A damaged AOT module is never loaded: one line each, then the next match or the JIT.
+  const char* instead = aot            ? "a later AOT module is"
+                        : jit_disabled ? "MATE_DISABLE_JIT=1: no JIT fallback"
+                                       : "the JIT cache is used instead";
+  for (const auto& d : damaged)
+    std::fprintf(stderr, "mate: module '%s': AOT module %s; left in place and not used (%s)\n", spec.name.c_str(),
+                 d.c_str(), instead);
+  if (aot)
     return remember(make_state(plan, aot->manifest.key, aot->dir + "/" + aot->manifest.library, Origin::Aot, aot_handle));
 
   const std::string entry = entry_dir(root, plan);

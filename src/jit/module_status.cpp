@@ -1,5 +1,5 @@
-// The state of each module as `mate module-status` shows it (AOT, cached, missing, stale, not
-// buildable) and the cache summary (size, arch lists, AOT roots).
+// The state of each module as `mate module-status` shows it (AOT, cached, missing, stale,
+// corrupt, not buildable) and the cache summary (size, arch lists, AOT roots).
 #include "mate/jit/module_status.hpp"
 
 #include <sys/stat.h>
@@ -29,6 +29,7 @@ std::string_view to_string(ModuleState s) {
     case ModuleState::JitCached: return "jit-cached";
     case ModuleState::Missing: return "missing";
     case ModuleState::Stale: return "stale";
+    case ModuleState::Corrupt: return "corrupt";
     case ModuleState::NotBuildable: return "not-buildable";
   }
   return "?";
@@ -118,7 +119,14 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
                             : plan.why_not_buildable;
     return s;
   }
-  if (auto aot = find_aot(plan, nullptr)) {
+  std::vector<std::string> damaged_aot;
+  // A damaged AOT module is passed over as the loader does; the note says why it is not used.
+  auto with_damaged_aot = [&]() -> ModuleStatus& {
+    for (const auto& d : damaged_aot)
+      s.detail += (s.detail.empty() ? "" : "; ") + fmt::format("AOT module {} (not used)", d);
+    return s;
+  };
+  if (auto aot = find_aot(plan, nullptr, nullptr, &damaged_aot)) {
     s.state = ModuleState::Aot;
     s.key = aot->manifest.key;
     s.path = aot->dir + "/" + aot->manifest.library;
@@ -133,12 +141,12 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
     s.state = ModuleState::Missing;
     s.detail = "MATE_DISABLE_JIT=1 and no matching AOT module: a load fails";
     if (::stat(entry.c_str(), &st) == 0) s.detail += " (the JIT cache entry " + entry + " is not used while JIT is disabled)";
-    return s;
+    return with_damaged_aot();
   }
   if (!plan.buildable) {
     s.state = ModuleState::NotBuildable;
     s.detail = plan.why_not_buildable;
-    return s;
+    return with_damaged_aot();
   }
   s.path = entry + "/module.so";
   Manifest m;
@@ -150,10 +158,11 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
       s.built_at = m.built_at;
       s.build_seconds = m.build_seconds;
     } else {
-      s.state = ModuleState::Stale;
-      s.detail = "the cache entry is unusable (" + problem + "); the next load sets it aside and rebuilds";
+      s.state = ModuleState::Corrupt;
+      s.detail = "the cache entry is damaged (" + problem + "); the next load sets it aside as " +
+                 module_dir(root, plan) + "/.corrupt-" + plan.key + "-<pid>-<n> and rebuilds it";
     }
-    return s;
+    return with_damaged_aot();
   }
   std::optional<Manifest> newest = newest_other_entry(root, plan);
   if (newest) {
@@ -162,7 +171,7 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
   } else {
     s.state = ModuleState::Missing;
   }
-  return s;
+  return with_damaged_aot();
 }
 
 CacheSummary cache_summary() {

@@ -22,6 +22,7 @@
 #include "jit/process.hpp"
 #include "mate/config.hpp"
 #include "mate/core/atomic_file.hpp"
+#include "mate/core/quiet_write.hpp"
 #include "mate/device/driver.hpp"
 #include "mate/device/vendors.hpp"
 
@@ -259,8 +260,8 @@ std::string compiler_version(const std::string& invoked, const std::string& reso
                                     r.describe_status(), r.output));
     version = trim(r.output);
     if (!memo_path.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(memo_dir, ec);
+      // A memo is an optimisation: failing to keep one only means asking again next time.
+      (void)core::create_directories(memo_dir, 0755);  // explicit mode, whatever the umask
       (void)core::write_file_atomically(memo_path, stamp + "\n" + version);
     }
   }

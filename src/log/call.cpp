@@ -1,13 +1,18 @@
 // One logged call: sequence number, inputs record before the body, outputs (or exception)
-// record after it, hooks, in-flight bookkeeping. Only reached when the level is not 0.
+// record after it, hooks, in-flight bookkeeping, and no device reads while the call's stream is
+// being captured into a graph. Only reached when the level is not 0.
 #include <cxxabi.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <optional>
 
 #include "log_internal.hpp"
+#include "mate/device/vendors.hpp"
+#include "mate/tensor/memory.hpp"
 
 namespace mate::log::detail {
 
@@ -21,14 +26,45 @@ struct CallState {
   std::function<void(ArgList&)> outputs;
   std::optional<Arg> return_value;
   CallOutcome outcome;
+  ArgList inputs;          // collected when the call object is made, written by start_call
+  void* stream = nullptr;  // the call's stream (ApiCall::stream); nullptr: the default stream
+  bool started = false;    // the inputs record is written
 };
 
 namespace {
 
 std::atomic<std::uint64_t> g_seq{0};
 
+// The pid and tid of the records, cached: glibc does not cache getpid(), so each was a system
+// call per record. A forked child forgets both in the atfork handler, which runs in its only
+// thread, the one that called fork() (whose cached tid was the parent's).
+std::atomic<long> g_pid{0};
+thread_local long t_tid = 0;
+
+long current_pid() noexcept {
+  static const bool watching = [] {
+    ::pthread_atfork(nullptr, nullptr, [] {
+      g_pid.store(0, std::memory_order_relaxed);
+      t_tid = 0;
+    });
+    return true;
+  }();
+  (void)watching;
+  long pid = g_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    pid = static_cast<long>(::getpid());
+    g_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
+
+long current_tid() noexcept {
+  if (t_tid == 0) t_tid = static_cast<long>(::gettid());
+  return t_tid;
+}
+
 Header header_for(const CallState& s) {
-  Header h{s.name, s.seq, static_cast<long>(::getpid()), static_cast<long>(::gettid()), {}};
+  Header h{s.name, s.seq, current_pid(), current_tid(), {}};
   ::clock_gettime(CLOCK_REALTIME, &h.time);
   return h;
 }
@@ -45,32 +81,100 @@ void write(const CallState& s, const std::string& record) {
   if (s.settings.sink) s.settings.sink->write(record);
 }
 
+// Marks in `kinds` the device kinds whose memory describing `args` would read (stats, dumps).
+void device_kinds(const std::vector<Arg>& args, bool (&kinds)[device::kKindCount]) {
+  for (const Arg& a : args) {
+    if (a.kind == Arg::Kind::List) device_kinds(a.items, kinds);
+    if (a.kind != Arg::Kind::Tensor || !a.tensor) continue;
+    const tensor::Memory m = a.tensor->view().memory();
+    if (m != tensor::Memory::Host && m != tensor::Memory::Other)
+      kinds[device::kind_index(tensor::device_kind(m))] = true;
+  }
+}
+
+// While alive, no device memory is read for a record of `s` whose stream is being captured
+// into a CUDA/MUSA graph: a synchronous read there is illegal and would invalidate the
+// capture. Asks the backend of each device kind among `args` (one or two driver calls per kind
+// and record, at level 5 and above only, and only for records with device tensors); the records
+// then show metadata only, each device tensor saying why ("stats skipped: CUDA graph capture in
+// progress"), and the dump hook saves no data for them.
+class CaptureScope {
+ public:
+  CaptureScope(const CallState& s, const std::vector<Arg>& args) {
+    if (s.settings.level < 5) return;
+    bool kinds[device::kKindCount] = {};
+    device_kinds(args, kinds);
+    for (std::size_t i = 0; i < device::kKindCount; ++i) {
+      if (!kinds[i]) continue;
+      const auto kind = static_cast<device::Kind>(i);
+      device::Backend* backend = tensor::device_backend(kind);
+      if (backend == nullptr) continue;  // nothing can be read anyway: the record says so
+      // The call's stream, and the default (legacy) stream when another was named: a
+      // synchronous copy goes through the legacy stream, which a capturing blocking stream
+      // makes unusable even when the call's own stream is not capturing.
+      bool capturing = false;
+      device::Status st = backend->is_capturing(s.stream, &capturing);
+      if (st.ok() && !capturing && s.stream != nullptr) st = backend->is_capturing(nullptr, &capturing);
+      const std::string title = device::kind_title(kind);
+      if (!st.ok())
+        skipped_[i].emplace(kind, "cannot tell whether the " + title + " stream is being captured into a graph (" +
+                                      (st.what ? st.what : "?") + ", code " + std::to_string(st.code) + ")");
+      else if (capturing)
+        skipped_[i].emplace(kind, title + " graph capture in progress");
+    }
+  }
+
+ private:
+  std::optional<tensor::DeviceReadsSkipped> skipped_[device::kKindCount];
+};
+
 }  // namespace
 
-CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python) {
+CallState* prepare_call(const char* name, Collector collect, void* context) {
   Settings settings = current_settings();  // also latches g_level on the first call
   if (settings.level <= 0) return nullptr;
   auto* s = new CallState{name, std::nullopt, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings),
-                          {}, std::uncaught_exceptions(), {}, {}, {}};
+                          {}, std::uncaught_exceptions(), {}, {}, {}, {}, nullptr, false};
+  try {
+    // Copied now (ApiCall's values live only as long as its constructor); written by start_call,
+    // so that ApiCall::stream() can still name the call's stream.
+    if (s->settings.level >= 3) collect(context, s->inputs);
+  } catch (...) {
+    // Logging never breaks the call: a failure to describe the inputs loses only the record.
+  }
+  return s;
+}
+
+CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python, void* stream) {
+  CallState* s = prepare_call(name, collect, context);
+  if (s == nullptr) return nullptr;
   if (python != nullptr) s->python = *python;
-  const CallInfo info{s->name, s->seq, s->settings.level, s->python ? &*s->python : nullptr};
+  s->stream = stream;
+  start_call(s);
+  return s;
+}
+
+void set_stream(CallState* state, void* stream) { state->stream = stream; }
+
+void start_call(CallState* s) {
+  if (s->started) return;
+  s->started = true;
+  const CallInfo info{s->name, s->seq, s->settings.level, s->python ? &*s->python : nullptr, s->stream};
   try {
     if (s->settings.level < 3) {
       write(*s, render(s->settings.format, header_for(*s), Event::Call, s->settings.level, {}, nullptr));
     } else {
-      ArgList inputs;
-      collect(context, inputs);
+      CaptureScope capture(*s, s->inputs.args());
       // Written (one write(2), no buffering) before the body runs: a crash keeps the inputs.
-      write(*s, render(s->settings.format, header_for(*s), Event::Inputs, s->settings.level, inputs.args(), nullptr));
-      for (CallHook* hook : s->settings.hooks) hook->before(info, inputs.args());
-      note_device_ranges(s->name, s->seq, inputs.args());
+      write(*s, render(s->settings.format, header_for(*s), Event::Inputs, s->settings.level, s->inputs.args(), nullptr));
+      for (CallHook* hook : s->settings.hooks) hook->before(info, s->inputs.args());
+      note_device_ranges(s->name, s->seq, s->inputs.args());
     }
   } catch (...) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.
   }
   push_in_flight(s->name, s->seq);
   s->start = std::chrono::steady_clock::now();
-  return s;
 }
 
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect) {
@@ -95,18 +199,20 @@ void record_exception_named(CallState* state, std::string type, std::string mess
 }
 
 void end_call(CallState* s) noexcept {
+  if (!s->started) start_call(s);  // a call object never run: its inputs still come first
   auto elapsed = std::chrono::steady_clock::now() - s->start;
   pop_in_flight();
   s->outcome.elapsed_us = std::chrono::duration<double, std::micro>(elapsed).count();
   if (std::uncaught_exceptions() > s->uncaught) s->outcome.threw = true;  // scope form
   if (s->settings.level >= 3) {
     try {
-      const CallInfo info{s->name, s->seq, s->settings.level, s->python ? &*s->python : nullptr};
+      const CallInfo info{s->name, s->seq, s->settings.level, s->python ? &*s->python : nullptr, s->stream};
       ArgList outputs;
       if (!s->outcome.threw) {
         if (s->outputs) s->outputs(outputs);
         if (s->return_value) outputs.push_back(std::move(*s->return_value));
       }
+      CaptureScope capture(*s, outputs.args());
       Event event = s->outcome.threw ? Event::Exception : Event::Outputs;
       write(*s, render(s->settings.format, header_for(*s), event, s->settings.level, outputs.args(), &s->outcome));
       for (CallHook* hook : s->settings.hooks) hook->after(info, outputs.args(), s->outcome);

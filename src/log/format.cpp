@@ -159,9 +159,12 @@ void add_stats(const Arg& a, ordered_json& j) {
     }
     j["stats"] = std::move(s);
   } else {
-    constexpr std::string_view kPrefix = "stats unavailable: ";
+    // "stats unavailable: no backend for cuda" -> "no backend for cuda"; "stats skipped: CUDA
+    // graph capture in progress" -> "skipped: CUDA graph capture in progress".
+    constexpr std::string_view kPrefix = "stats unavailable: ", kStats = "stats ";
     std::string_view why = r.unavailable;
     if (why.substr(0, kPrefix.size()) == kPrefix) why.remove_prefix(kPrefix.size());
+    else if (why.substr(0, kStats.size()) == kStats) why.remove_prefix(kStats.size());
     j["stats_unavailable"] = why;
   }
 }

@@ -13,6 +13,7 @@ namespace mate::tensor {
 
 namespace {
 std::atomic<device::Backend*> backends[device::kKindCount];  // indexed by device::kind_index
+thread_local const std::string* skipped_reads[device::kKindCount] = {};  // see DeviceReadsSkipped
 
 std::string read_failure(const device::Backend& backend, DLDevice d, const device::Status& st) {
   return std::string(backend.name()) + " read of " + device_name(d) + " memory failed (" + (st.what ? st.what : "?") +
@@ -33,6 +34,17 @@ device::Backend* device_backend(device::Kind kind) noexcept {
     // Callers report "no backend" rather than fail the host program.
   }
   return nullptr;
+}
+
+DeviceReadsSkipped::DeviceReadsSkipped(device::Kind kind, std::string reason)
+    : kind_(kind), reason_(std::move(reason)), previous_(skipped_reads[device::kind_index(kind)]) {
+  skipped_reads[device::kind_index(kind)] = &reason_;
+}
+
+DeviceReadsSkipped::~DeviceReadsSkipped() { skipped_reads[device::kind_index(kind_)] = previous_; }
+
+const std::string* device_reads_skipped(device::Kind kind) noexcept {
+  return skipped_reads[device::kind_index(kind)];
 }
 
 device::Backend* backend_for(DLDevice d) noexcept {
@@ -59,6 +71,7 @@ std::string copy_extent_out(const TensorView& t, ByteSink sink, void* context, c
     return "";
   }
   if (m == Memory::Other) return "memory of device " + device_name(t.device()) + " cannot be read";
+  if (const std::string* why = device_reads_skipped(device_kind(m))) return "not read: " + *why;
   device::Backend* backend = options.backend ? options.backend : device_backend(device_kind(m));
   if (backend == nullptr) return "no device backend reads " + device_name(t.device()) + " memory";
   std::vector<std::uint8_t> staging(std::min(chunk, total));

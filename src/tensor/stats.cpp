@@ -483,6 +483,10 @@ StatsResult compute_stats(const TensorView& t, const StatsOptions& options) {
   StatsResult r;
   Memory m = t.memory();
   if (m != Memory::Host && m != Memory::Other) {
+    if (const std::string* why = device_reads_skipped(device_kind(m))) {
+      r.unavailable = "stats skipped: " + *why;
+      return r;
+    }
     device::Backend* b = device_backend(device_kind(m));
     if (b == nullptr) {
       r.unavailable = std::string("stats unavailable: no backend for ") + device::kind_name(device_kind(m));

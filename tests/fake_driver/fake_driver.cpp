@@ -17,6 +17,10 @@
 // unspecified the fake is stricter: freeing a reservation that still has mappings, or setting
 // access on part of a mapping, fails.
 //
+// Graph capture: fake_driver_set_capture_status marks a stream as capturing; a synchronous
+// cuMemcpyDtoH while any capture is active then fails (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+// and invalidates it (status 2), as on a real device.
+//
 // Configuration (read once, at the first call): FAKE_DRIVER_GRANULARITY (bytes, a power of two
 // multiple of the page size; default 65536), FAKE_DRIVER_DEVICE_COUNT (default 1; 0 makes cuInit
 // return CUDA_ERROR_NO_DEVICE), FAKE_DRIVER_COMPUTE_CAPABILITY (comma-separated major.minor per
@@ -47,6 +51,7 @@ constexpr Result kInvalidDevice = 101;
 constexpr Result kInvalidContext = 201;
 constexpr Result kIllegalAddress = 700;
 constexpr Result kStreamCaptureImplicit = 906;
+constexpr Result kStreamCaptureUnsupported = 900;
 
 constexpr int kMaxDevices = 16;
 
@@ -481,6 +486,12 @@ Result fake_MemcpyDtoH_v2(void* dst, DevicePtr src, std::size_t bytes) {
   if (!l.s.initialized) return kNotInitialized;
   if (current_context == nullptr) return kInvalidContext;
   if (l.s.sticky_error != kSuccess) return l.s.sticky_error;  // every later call fails, as on a real context
+  // A synchronous copy while a (global-mode) capture is active is not allowed: the real driver
+  // fails it and invalidates the capture, which then cannot be instantiated.
+  bool broke_a_capture = false;
+  for (auto& [stream, capture] : l.s.capture_status)
+    if (capture == 1) capture = 2, broke_a_capture = true;
+  if (broke_a_capture) return kStreamCaptureUnsupported;
   if (bytes == 0) return kSuccess;
   if (dst == nullptr || !accessible(l.s, src, bytes, PROT_READ)) return kInvalidValue;
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
@@ -534,6 +545,8 @@ constexpr ErrorText kErrors[] = {
      "invalid device context"},
     {kIllegalAddress, "CUDA_ERROR_ILLEGAL_ADDRESS", "MUSA_ERROR_ILLEGAL_ADDRESS",
      "an illegal memory access was encountered"},
+    {kStreamCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "MUSA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
     {kStreamCaptureImplicit, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
      "MUSA_ERROR_STREAM_CAPTURE_IMPLICIT",
      "operation would make the legacy stream depend on a capturing blocking stream"},
@@ -638,6 +651,14 @@ FAKE_EXPORT int fake_driver_set_devices(int count, const char* archs) {
 FAKE_EXPORT void fake_driver_set_capture_status(void* stream, int status) {
   Locked l;
   l.s.capture_status[stream] = status;
+}
+
+// What cuStreamIsCapturing would report for `stream` (0 none, 1 active, 2 invalidated), without
+// a context: a test checks that a capture was left intact.
+FAKE_EXPORT int fake_driver_capture_status(void* stream) {
+  Locked l;
+  auto it = l.s.capture_status.find(stream);
+  return it == l.s.capture_status.end() ? 0 : it->second;
 }
 
 // Sets the sticky error cuCtxSynchronize and the copies/memset return (e.g. 700,

@@ -3,9 +3,11 @@
 // read_file come from tests/support.)
 #pragma once
 
+#include <elf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -71,6 +73,49 @@ inline std::string write_compiler_wrapper(const std::string& dir) {
   out.close();
   chmod(path.c_str(), 0755);
   return path;
+}
+
+// Damage that keeps a library's size and its ELF header: every byte after the first 64 (the
+// ELF header) replaced by garbage. Returns false when the file cannot be rewritten.
+inline bool garble_after_elf_header(const std::string& path) {
+  std::string bytes = read_file(path);
+  if (bytes.size() <= sizeof(Elf64_Ehdr)) return false;
+  for (std::size_t i = sizeof(Elf64_Ehdr); i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 + 7);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+  return static_cast<bool>(out);
+}
+
+// A same-size corruption of a library's code: its .text section filled with ud2 (0f 0b), so
+// the library still loads and calling any function traps. Returns false when there is no .text.
+inline bool corrupt_code(const std::string& path) {
+  std::string bytes = read_file(path);
+  if (bytes.size() < sizeof(Elf64_Ehdr)) return false;
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  if (eh.e_shoff == 0 || eh.e_shstrndx >= eh.e_shnum ||
+      eh.e_shoff + std::uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr) > bytes.size())
+    return false;
+  auto section = [&](unsigned i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, bytes.data() + eh.e_shoff + i * sizeof(Elf64_Shdr), sizeof sh);
+    return sh;
+  };
+  const Elf64_Shdr names = section(eh.e_shstrndx);
+  for (unsigned i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh = section(i);
+    if (names.sh_offset + sh.sh_name >= bytes.size()) continue;
+    if (std::strcmp(bytes.c_str() + names.sh_offset + sh.sh_name, ".text") != 0) continue;
+    if (sh.sh_offset + sh.sh_size > bytes.size() || sh.sh_size < 2) return false;
+    for (std::uint64_t k = 0; k + 1 < sh.sh_size; k += 2) {
+      bytes[sh.sh_offset + k] = '\x0f';
+      bytes[sh.sh_offset + k + 1] = '\x0b';
+    }
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+    return static_cast<bool>(out);
+  }
+  return false;
 }
 
 }  // namespace mate::jit::testing

@@ -416,12 +416,59 @@ TEST_F(JitLoad, StatusJudgesADamagedEntryAsTheLoaderDoes) {
   auto spec = sample_axpy_spec("float", 88);
   std::string lib = seed_cache_entry(spec, cache_root()) + "/module.so";
   auto size = std::filesystem::file_size(lib);
-  std::filesystem::resize_file(lib, size / 2);  // still starts with the ELF magic
+  ASSERT_TRUE(mate::jit::testing::corrupt_code(lib));  // same size, same ELF header
   ModuleStatus s = module_status(spec);
-  EXPECT_EQ(s.state, ModuleState::Stale);
+  EXPECT_EQ(s.state, ModuleState::Corrupt);
+  EXPECT_EQ(to_string(s.state), "corrupt");
+  EXPECT_THAT(s.detail, HasSubstr("module.so does not match the content hash manifest.json recorded"));
+  EXPECT_THAT(s.detail, HasSubstr("sets it aside as "));
+  std::filesystem::resize_file(lib, size / 2);  // still starts with the ELF magic
+  s = module_status(spec);
+  EXPECT_EQ(s.state, ModuleState::Corrupt);
   EXPECT_THAT(s.detail, HasSubstr("module.so has " + std::to_string(size / 2) + " bytes but manifest.json recorded"));
   { std::ofstream(lib, std::ios::trunc) << "not an ELF file"; }
   EXPECT_THAT(module_status(spec).detail, HasSubstr("module.so is not an ELF shared library"));
+}
+
+// An entry whose manifest has no content hash (written before MATE recorded them) cannot be
+// checked: it is rebuilt rather than trusted.
+TEST_F(JitLoad, EntryWithoutARecordedContentHashIsCorrupt) {
+  auto spec = sample_axpy_spec("float", 96);
+  std::string entry = seed_cache_entry(spec, cache_root());
+  auto manifest = nlohmann::json::parse(mate::jit::testing::read_file(entry + "/manifest.json"));
+  ASSERT_EQ(manifest["library_xxh3_128"].get<std::string>().size(), 32u);
+  manifest.erase("library_xxh3_128");
+  { std::ofstream(entry + "/manifest.json", std::ios::trunc) << manifest.dump(); }
+  ModuleStatus s = module_status(spec);
+  EXPECT_EQ(s.state, ModuleState::Corrupt);
+  EXPECT_THAT(s.detail, HasSubstr("manifest.json records no content hash of module.so"));
+  Module m = load_module(spec);
+  EXPECT_EQ(m.origin(), Origin::JitBuilt);
+  EXPECT_EQ(module_status(spec).state, ModuleState::JitCached);
+}
+
+// An AOT module whose code was damaged in place (same size) is passed over: the JIT builds.
+TEST_F(JitLoad, AotModuleWithCorruptedCodeFallsBackToTheJit) {
+  TempDir aot;
+  auto spec = sample_axpy_spec("float", 120);
+  auto built = build_aot({spec}, aot.path);
+  ASSERT_TRUE(built.at(0).built) << built.at(0).skipped_reason;
+  ASSERT_TRUE(mate::jit::testing::corrupt_code(built.at(0).path));
+  add_aot_directory(aot.path);
+  ModuleStatus s = module_status(spec);
+  EXPECT_EQ(s.state, ModuleState::Missing) << s.detail;
+  EXPECT_THAT(s.detail, HasSubstr("AOT module " + std::filesystem::path(built.at(0).path).parent_path().string()));
+  EXPECT_THAT(s.detail, HasSubstr("does not match the content hash"));
+  ::testing::internal::CaptureStderr();
+  Module m = load_module(spec);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(m.origin(), Origin::JitBuilt) << "the damaged AOT module must not be loaded (calling it would trap)";
+  EXPECT_EQ(mate::jit::testing::count_lines_with(err, "mate: module 'mate_sample_axpy_f32_t120': AOT module "), 1) << err;
+  EXPECT_THAT(err, HasSubstr("left in place and not used (the JIT cache is used instead)"));
+  float x[4] = {1, 2, 3, 4}, y[4] = {0, 0, 0, 0};
+  m.function<AxpyFn>("mate_sample_axpy")(4, 2.0f, x, y);
+  EXPECT_EQ(y[3], 8.0f);
+  EXPECT_TRUE(exists(built.at(0).path)) << "the AOT module is left in place";
 }
 
 // A damaged AOT module, or one that cannot be loaded, gives way to a good one in a later root.

@@ -1,6 +1,7 @@
 // The module cache with real processes: concurrent builders, a builder killed with SIGKILL
 // midway, corrupt published entries, warm hits without subprocesses, and the mate commands.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -238,6 +239,79 @@ TEST_F(JitProcesses, TruncatedLibraryIsSetAsideByItsRecordedSizeAndOnlyTheNewest
     EXPECT_EQ(entries_starting_with(".corrupt-"), 1) << "round " << round << ": older set-aside entries are removed";
   }
   EXPECT_EQ(compiles(), 3);
+}
+
+// Damage that keeps the ELF header and the size the manifest records: only the content hash
+// tells. module-status says corrupt; the next load sets the entry aside (one warning naming
+// where) and rebuilds it once, instead of failing every run or running damaged code.
+void expect_set_aside_and_rebuilt_once(const JitProcesses& t, bool (*damage)(const std::string&)) {
+  // Flags no AOT module of the build tree has: `mate` (next to build/<preset>/aot) and the probe
+  // then both use the JIT cache.
+  const std::map<std::string, std::string> flags{{"MATE_EXTRA_CFLAGS", "-DCORRUPT_TEST"}};
+  RunResult first = t.probe(flags);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string lib = JitProcesses::field(first.out, "path");
+  const auto size = fs::file_size(lib);
+  ASSERT_TRUE(damage(lib));
+  ASSERT_EQ(fs::file_size(lib), size);
+  RunResult status = run({MATE_BINARY, "module-status", "--json"}, JitProcesses::with_env(t.env(flags)));
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  bool seen = false;
+  const nlohmann::json listed = nlohmann::json::parse(status.out);
+  for (const auto& m : listed["modules"])
+    if (m["name"] == "mate_sample_axpy_f32_t64") {
+      seen = true;
+      EXPECT_EQ(m["status"], "corrupt");
+      EXPECT_THAT(m["detail"].get<std::string>(), HasSubstr("does not match the content hash"));
+    }
+  EXPECT_TRUE(seen) << status.out;
+  RunResult filtered = run({MATE_BINARY, "module-status", "--filter", "corrupt"}, JitProcesses::with_env(t.env(flags)));
+  EXPECT_THAT(filtered.out, HasSubstr("mate_sample_axpy_f32_t64")) << filtered.err;
+
+  RunResult second = t.probe(flags);
+  ASSERT_EQ(second.exit_code, 0) << "term signal " << second.term_signal << "\n" << second.out << second.err;
+  EXPECT_EQ(JitProcesses::field(second.out, "origin"), "jit-built");
+  EXPECT_THAT(second.out, HasSubstr("result=ok"));
+  EXPECT_EQ(count_lines_with(second.err, "set aside as " + t.module_dir() + "/.corrupt-"), 1) << second.err;
+  EXPECT_EQ(count_lines_with(second.err, "module.so does not match the content hash manifest.json recorded"), 1)
+      << second.err;
+  EXPECT_EQ(t.entries_starting_with(".corrupt-"), 1) << "kept for inspection";
+  EXPECT_EQ(t.compiles(), 2) << "rebuilt once";
+  RunResult third = t.probe(flags);
+  EXPECT_EQ(JitProcesses::field(third.out, "origin"), "jit-cache") << third.err;
+  EXPECT_EQ(third.err, "");
+}
+
+TEST_F(JitProcesses, LibraryWithIntactElfHeaderAndGarbageAfterIsSetAsideAndRebuilt) {
+  expect_set_aside_and_rebuilt_once(*this, mate::jit::testing::garble_after_elf_header);
+}
+
+TEST_F(JitProcesses, SameSizeCorruptionOfTheCodeIsSetAsideAndRebuilt) {
+  expect_set_aside_and_rebuilt_once(*this, mate::jit::testing::corrupt_code);
+}
+
+// Under `umask 000` what MATE creates in the cache is still not writable by group or others:
+// the directories (0755), the files it writes, and what the compiler and linker made.
+TEST_F(JitProcesses, CacheCreatedUnderUmask000IsNotWritableByOthers) {
+  RunResult r = run({"/bin/sh", "-c", "umask 000; exec \"$0\" --notice-ms 200", JIT_PROBE}, with_env(env()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_FALSE(field(r.out, "path").empty()) << r.out;
+  int checked = 0;
+  for (auto it = fs::recursive_directory_iterator(workspace + "/.cache"); it != fs::recursive_directory_iterator();
+       ++it) {
+    struct stat st {};
+    ASSERT_EQ(::lstat(it->path().c_str(), &st), 0);
+    if (S_ISLNK(st.st_mode)) continue;
+    EXPECT_EQ(st.st_mode & (S_IWGRP | S_IWOTH), 0u) << it->path() << " mode " << std::oct << (st.st_mode & 07777);
+    if (S_ISDIR(st.st_mode)) {
+      EXPECT_EQ(st.st_mode & 07777, 0755u) << it->path();
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 10);
+  struct stat st {};
+  ASSERT_EQ(::stat(field(r.out, "path").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & (S_IWGRP | S_IWOTH), 0u) << "module.so";
 }
 
 TEST_F(JitProcesses, CorruptManifestIsSetAsideAndRebuilt) {

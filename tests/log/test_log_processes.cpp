@@ -149,6 +149,12 @@ TEST(LogProcesses, AForkedChildLogsToItsOwnPercentIFile) {
     const std::string tag = " pid " + std::to_string(pid) + " ";
     for (std::size_t at = text.find(tag); at != std::string::npos; at = text.find(tag, at + 1)) ++own;
     EXPECT_EQ(own, n) << "records of another process in " << pid << ".log:\n" << text;
+    // Each process logged from its main thread (the child: the thread that forked), whose tid
+    // is its pid: a cached id of the parent's must not survive the fork.
+    const std::string thread = " tid " + std::to_string(pid) + " ";
+    std::size_t main_thread = 0;
+    for (std::size_t at = text.find(thread); at != std::string::npos; at = text.find(thread, at + 1)) ++main_thread;
+    EXPECT_EQ(main_thread, n) << pid << ".log:\n" << text;
     return n;
   };
   EXPECT_EQ(records(parent), 2u) << "the parent's calls before and after the fork";

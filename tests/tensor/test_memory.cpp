@@ -13,6 +13,7 @@
 #include "host_memory_device.hpp"
 #include "mate/device/driver.hpp"
 #include "mate/tensor/memory.hpp"
+#include "mate/tensor/stats.hpp"
 
 namespace {
 
@@ -75,6 +76,33 @@ TEST(TensorMemory, UnreachableMemorySaysWhy) {
   EXPECT_NE(copy_bytes_in(DLDevice{kDLVulkan, 0}, 0x1000, data.data(), 4).find("no device backend writes"), std::string::npos);
   DLTensor null_data = dl_view(nullptr, ScalarType::F32, shape, nullptr, 0, {kDLCPU, 0});
   EXPECT_EQ(copy_extent_out(TensorView(null_data), collect, &out), "the tensor's data pointer is null");
+}
+
+// While reads of a kind are skipped on a thread (a call captured into a graph), nothing reads
+// that kind's memory: copies and statistics say why, without calling the backend.
+TEST(TensorMemory, SkippedDeviceReadsAreNotMadeAndSayWhy) {
+  std::vector<float> data{1, 2, 3, 4};
+  std::vector<std::int64_t> shape{4};
+  DLTensor cuda = dl_view(data.data(), ScalarType::F32, shape, nullptr, 0, {kDLCUDA, 0});
+  DLTensor host = dl_view(data.data(), ScalarType::F32, shape, nullptr, 0, {kDLCPU, 0});
+  mate::testing::HostMemoryDevice device;
+  CudaBackendFor backend(&device);
+  Collected out;
+  {
+    DeviceReadsSkipped skipped(Kind::Cuda, "CUDA graph capture in progress");
+    ASSERT_NE(device_reads_skipped(Kind::Cuda), nullptr);
+    EXPECT_EQ(device_reads_skipped(Kind::Musa), nullptr);
+    EXPECT_EQ(copy_extent_out(TensorView(cuda), collect, &out), "not read: CUDA graph capture in progress");
+    EXPECT_THROW(read_extent(TensorView(cuda)), std::runtime_error);
+    StatsResult r = compute_stats(TensorView(cuda));
+    EXPECT_FALSE(r.stats);
+    EXPECT_EQ(r.unavailable, "stats skipped: CUDA graph capture in progress");
+    EXPECT_TRUE(compute_stats(TensorView(host)).stats) << "host memory is still read";
+    EXPECT_EQ(device.reads, 0u);
+  }
+  EXPECT_EQ(device_reads_skipped(Kind::Cuda), nullptr);
+  EXPECT_TRUE(compute_stats(TensorView(cuda)).stats);
+  EXPECT_GT(device.reads, 0u);
 }
 
 TEST(TensorMemory, StoredBytesPlacedAnywhereViewAsTheTensorAgain) {

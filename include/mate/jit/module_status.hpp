@@ -1,5 +1,5 @@
 // mate/jit/module_status.hpp — what `mate module-status` reports: the state of one module (AOT,
-// cached, missing, stale, not buildable, with the key inputs in effect) and a summary of the
+// cached, missing, stale, corrupt, not buildable, with the key inputs in effect) and a summary of the
 // cache, the arch lists and the AOT roots.
 #pragma once
 
@@ -17,6 +17,8 @@ enum class ModuleState {
   JitCached,     // a published JIT cache entry will be loaded
   Missing,       // nothing built yet (a load would build it, or fail with MATE_DISABLE_JIT=1)
   Stale,         // only entries for other inputs exist; `detail` names the first that differs
+  Corrupt,       // the entry for these inputs is damaged (`detail` says how): the next load
+                 // sets it aside (.corrupt-<key>-...) and rebuilds it
   NotBuildable,  // no compiler or no arch list here; `detail` says why
 };
 std::string_view to_string(ModuleState s);

@@ -41,8 +41,10 @@
 // variables that outlive the guard (parameters, or locals declared before MATE_API_SCOPE).
 //
 // MATE_API(...) is an expression: follow it with .run(...) (alone, as a statement, it would log
-// the call as finished at once). Inputs are taken by value when logging (tensors are pointers
-// or views, so this is cheap); that keeps the caller's variables in registers at level 0.
+// the call as finished at once). The inputs record is written by run(), right before the body,
+// so that .stream(s) can name the call's stream first: MATE_API(...).stream(s).run(...).
+// Inputs are taken by value when logging (tensors are pointers or views, so this is cheap);
+// that keeps the caller's variables in registers at level 0.
 //
 // Function names must be string literals or otherwise static: the crash-report context keeps
 // the pointer.
@@ -87,6 +89,7 @@ struct CallInfo {
   std::uint64_t seq;
   int level;
   const PythonOrigin* python = nullptr;  // set for calls logged from Python
+  void* stream = nullptr;  // the stream the call named (ApiCall::stream); nullptr: none
 };
 
 struct CallOutcome {
@@ -98,6 +101,9 @@ struct CallOutcome {
 
 // Called for every logged call at level >= 3, with the same argument lists the log shows.
 // before() runs after the inputs are written and before the body; after() after the body.
+// While the call's stream is being captured into a graph, device memory cannot be read from a
+// hook either: tensor::copy_extent_out and compute_stats say so (mate/tensor/memory.hpp,
+// DeviceReadsSkipped) instead of reading.
 class CallHook {
  public:
   virtual ~CallHook() = default;
@@ -117,7 +123,17 @@ extern std::atomic<int> g_level;
 
 struct CallState;
 using Collector = void (*)(void* context, ArgList& args);
-CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python = nullptr);
+// Collects the inputs and writes them (the level-1 line, or the inputs record) at once: the
+// whole start of a call, for callers that have everything by then (the Python decorator).
+// `stream` is the call's stream (see ApiCall::stream): a CUstream / MUstream handle, nullptr for
+// the device's default stream.
+CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python = nullptr,
+                      void* stream = nullptr);
+// The same in two steps, for ApiCall: prepare_call collects the inputs (the values live only as
+// long as ApiCall's constructor), set_stream may name the stream, start_call writes them, once.
+CallState* prepare_call(const char* name, Collector collect, void* context);
+void set_stream(CallState* state, void* stream);
+void start_call(CallState* state);
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect);
 void add_return_value(CallState* state, Arg value);
 void record_exception(CallState* state, const std::type_info* type, const char* message);
@@ -144,7 +160,7 @@ class [[nodiscard]] ApiCall {
       const char* const* n = names.begin();
       (args.add(*n++, values), ...);
     };
-    state_ = detail::begin_call(
+    state_ = detail::prepare_call(
         name, [](void* c, ArgList& args) { (*static_cast<decltype(collect)*>(c))(args); }, &collect);
   }
   ~ApiCall() {
@@ -152,6 +168,22 @@ class [[nodiscard]] ApiCall {
   }
   ApiCall(const ApiCall&) = delete;
   ApiCall& operator=(const ApiCall&) = delete;
+
+  // The stream the call's device work goes to: a CUstream / MUstream handle (a framework's
+  // current stream, e.g. torch.cuda.current_stream().cuda_stream cast to a pointer); nullptr,
+  // the default, is the device's default stream. At level 5 and above, when that stream is being
+  // captured into a CUDA/MUSA graph, device tensors are logged and dumped as metadata only (a
+  // synchronous read would break the capture). Name it before run().
+  ApiCall& stream(void* s) noexcept {
+    if (state_ != nullptr) [[unlikely]] detail::set_stream(state_, s);
+    return *this;
+  }
+
+  // Writes the inputs record now, once. run() does it right before the body; the scope form
+  // (MATE_API_SCOPE) right away.
+  void start() {
+    if (state_ != nullptr) [[unlikely]] detail::start_call(state_);
+  }
 
   // Arguments to log as outputs once the body has returned (not when it throws).
   template <class Collect>
@@ -175,6 +207,7 @@ class [[nodiscard]] ApiCall {
   template <class Body>
   [[gnu::always_inline]] inline decltype(auto) run_logged(Body&& body) {
     using R = std::invoke_result_t<Body&&>;
+    detail::start_call(state_);
 #if defined(__cpp_exceptions)
     try {
 #endif
@@ -243,5 +276,11 @@ class [[nodiscard]] ApiCall {
        ? ::mate::log::ApiCall()                                                    \
        : ::mate::log::ApiCall(name, {MATE_LOG_FOR_EACH(MATE_LOG_NAME_, __VA_ARGS__)} __VA_OPT__(, ) __VA_ARGS__))
 // The scope form: logs inputs now, outputs and wall time when the enclosing scope ends.
-#define MATE_API_SCOPE(name, ...) ::mate::log::ApiCall mate_api_call_ = MATE_API(name, __VA_ARGS__)
+#define MATE_API_SCOPE(name, ...) \
+  ::mate::log::ApiCall mate_api_call_ = MATE_API(name, __VA_ARGS__); \
+  mate_api_call_.start()
+// The scope form for a call whose device work goes to `stream` (see ApiCall::stream).
+#define MATE_API_SCOPE_ON_STREAM(stream_handle, name, ...)            \
+  ::mate::log::ApiCall mate_api_call_ = MATE_API(name, __VA_ARGS__); \
+  mate_api_call_.stream(stream_handle).start()
 #define MATE_API_OUTPUTS(...) mate_api_call_.outputs(MATE_ARGS(__VA_ARGS__))

@@ -51,6 +51,26 @@ std::string copy_extent_out(const TensorView& t, ByteSink sink, void* context, c
 // std::runtime_error saying what failed.
 std::vector<std::uint8_t> read_extent(const TensorView& t, const CopyOptions& options = {});
 
+// While alive on a thread, that thread reads no device memory of `kind`: copy_extent_out and
+// read_extent (dumps) fail with "not read: <reason>" and compute_stats answers "stats skipped:
+// <reason>", without calling the backend. The API log holds one around the records of a call
+// whose stream is being captured into a CUDA/MUSA graph: a synchronous read of device memory is
+// illegal there and would invalidate the capture. Scopes nest; the innermost reason wins.
+class DeviceReadsSkipped {
+ public:
+  DeviceReadsSkipped(device::Kind kind, std::string reason);
+  ~DeviceReadsSkipped();
+  DeviceReadsSkipped(const DeviceReadsSkipped&) = delete;
+  DeviceReadsSkipped& operator=(const DeviceReadsSkipped&) = delete;
+
+ private:
+  device::Kind kind_;
+  std::string reason_;
+  const std::string* previous_;
+};
+// Why this thread skips reading device memory of `kind` now, or nullptr when it does not.
+const std::string* device_reads_skipped(device::Kind kind) noexcept;
+
 // Writes `bytes` bytes from host memory to address `at` of device `d`. Returns "" or what failed.
 std::string copy_bytes_in(DLDevice d, std::uintptr_t at, const void* bytes, std::size_t count);
 
