@@ -99,7 +99,7 @@ void add_api_logging(py::module_& m) {
   m.def(
       "begin_call",
       [](const std::string& name, const py::sequence& names, const py::sequence& values, const std::string& python_function,
-         const std::string& script) -> py::object {
+         const std::string& script, std::uintptr_t stream) -> py::object {
         const log::PythonOrigin origin{python_function, script};
         Inputs inputs{&names, &values};
         log::detail::CallState* state = log::detail::begin_call(
@@ -110,11 +110,12 @@ void add_api_logging(py::module_& m) {
               for (std::size_t i = 0; i < n; ++i)
                 list.push_back(to_arg((*in->values)[i], (*in->names)[i].cast<std::string>()));
             },
-            &inputs, &origin);
+            &inputs, &origin, reinterpret_cast<void*>(stream));
         if (state == nullptr) return py::none();
         return py::cast(std::make_unique<Call>(state));
       },
       py::arg("name"), py::arg("names"), py::arg("values"), py::arg("python_function"), py::arg("script"),
+      py::arg("stream") = 0,
       "Logs a call's inputs (level 3+) before its body runs; None when not logging");
 
   m.def(

@@ -64,6 +64,21 @@ def _exception_type(e):
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
+def _current_stream():
+    """torch's current CUDA/MUSA stream handle (0: none), so that at levels 5 and 10 MATE reads no
+    device memory while that stream is being captured into a graph (docs/logging.md)."""
+    if _level < 5:
+        return 0
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return 0
+    for device in (getattr(torch, "musa", None), torch.cuda):
+        if device is not None and device.is_available() and device.is_initialized():
+            stream = device.current_stream()
+            return getattr(stream, "cuda_stream", None) or getattr(stream, "musa_stream", 0)
+    return 0
+
+
 def _binder(signature):
     """(args, kwargs) -> {parameter: value} with defaults applied, or None for a call the
     function would refuse. Plain parameters take a fast path (inspect's bind costs several
@@ -127,7 +142,7 @@ def _decorate(f, name, outputs):
         arguments = bind(args, kwargs)
         if arguments is None:
             return f(*args, **kwargs)  # a bad call: the function raises its own error
-        call = begin(logged_name, list(arguments), list(arguments.values()), origin, script)
+        call = begin(logged_name, list(arguments), list(arguments.values()), origin, script, _current_stream())
         if call is None:
             return f(*args, **kwargs)
         try:
