@@ -23,11 +23,12 @@ rounds=300   # of the clean workload timed plain, under the guard and under comp
 only=""
 no_gpu=0
 
-all_checks=(carry_prefix mate_version test_device test_driver_abi gpu_guard_write_past gpu_ops_compare
+all_checks=(carry_packages carry_prefix mate_version test_device test_driver_abi gpu_guard_write_past gpu_ops_compare
             guard_run_tail guard_run_head unguarded_write python_import torch_memory_debug
             sanitizer_catches sanitizer_vs_guard dump_replay_guard torch_load_dump)
 # What each check proves (the table's last column and --list).
 declare -A about=(
+  [carry_packages]="tests/gpu/carry_smoke: each carried package used once (gtest/gmock tests), built against the prefix before MATE"
   [carry_prefix]="configure and build used the carried packages only (CMake cache dirs, compiler deps, libfmt at run time)"
   [mate_version]="mate version: the CUDA driver found through dlopen"
   [test_device]="test_device: driver backend, fake driver (both prefixes) and RealDriver.* (must not skip on a GPU)"
@@ -45,7 +46,7 @@ declare -A about=(
   [torch_load_dump]="torch.load (default weights_only) of the level-10 dump's .pt files"
 )
 # Checks that run without a GPU in --no-gpu mode (the others are listed as what would run).
-no_gpu_checks=" carry_prefix mate_version test_device test_driver_abi python_import "
+no_gpu_checks=" carry_packages carry_prefix mate_version test_device test_driver_abi python_import "
 
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -144,6 +145,30 @@ package_dir() {
   [ -n "$file" ] && dirname "$file"
 }
 
+# Exactly the carried packages: each one's CMake package dir in the prefix, named explicitly, so
+# find_package never falls back to a system copy (it still finds the toolkit and Python, which
+# are not carried). CMake 4 (pip's) refuses packages declaring support for CMake < 3.5 without
+# CMAKE_POLICY_VERSION_MINIMUM.
+carried_package_args=()
+set_carried_package_args() {
+  carried_package_args=(
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5
+    "-Dfmt_DIR=$(package_dir fmt fmt)"
+    "-Dnlohmann_json_DIR=$(package_dir nlohmann_json nlohmann_json)"
+    "-DCLI11_DIR=$(package_dir CLI11 cli11)"
+    "-Ddlpack_DIR=$(package_dir dlpack dlpack)"
+    "-DGTest_DIR=$(package_dir GTest gtest)"
+    "-DXXHASH_INCLUDE_DIR=$prefix/usr/include"
+  )
+}
+
+# Headers of the carried packages that a build read from the system include directory (from
+# ninja's dependency log of BUILD_DIR); there must be none.
+system_headers_of_carried_packages() {
+  (cd "$1" && ninja -t deps 2>/dev/null |
+    grep -E '^ +/usr/(local/)?include/(fmt|nlohmann|CLI|dlpack|gtest|gmock|pybind11)/|^ +/usr/(local/)?include/xxhash\.h' | sort -u)
+}
+
 pybind11_source="carried pybind11-dev"
 configure() {
   local args=(
@@ -151,15 +176,7 @@ configure() {
     # -Werror stays with the development compiler (CI); another compiler's new warnings must not
     # cost the one GPU call.
     -DMATE_WERROR=OFF -DMATE_BUILD_BENCH=OFF -DMATE_BUILD_TESTS=ON
-    -DCMAKE_POLICY_VERSION_MINIMUM=3.5
-    # Exactly the carried packages: explicit package dirs, and no search of the system prefixes
-    # for them (find_package still finds the toolkit and Python, which are not carried).
-    "-Dfmt_DIR=$(package_dir fmt fmt)"
-    "-Dnlohmann_json_DIR=$(package_dir nlohmann_json nlohmann_json)"
-    "-DCLI11_DIR=$(package_dir CLI11 cli11)"
-    "-Ddlpack_DIR=$(package_dir dlpack dlpack)"
-    "-DGTest_DIR=$(package_dir GTest gtest)"
-    "-DXXHASH_INCLUDE_DIR=$prefix/usr/include"
+    "${carried_package_args[@]}"
   )
   if [ -n "$nvcc" ]; then
     args+=("-DCMAKE_CUDA_COMPILER=$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90)
@@ -214,8 +231,7 @@ check_carry_prefix() {
   # The headers each compiled file read (ninja's deps log): none of the carried packages' headers
   # may come from the system include directory.
   local system_headers
-  system_headers=$(cd "$build" && ninja -t deps 2>/dev/null |
-    grep -E '^ +/usr/(local/)?include/(fmt|nlohmann|CLI|dlpack|gtest|gmock|pybind11)/|^ +/usr/(local/)?include/xxhash\.h' | sort -u)
+  system_headers=$(system_headers_of_carried_packages "$build")
   local carried_headers
   carried_headers=$(cd "$build" && ninja -t deps 2>/dev/null | grep -c "^ *$prefix/" || true)
   echo "headers read from the prefix: $carried_headers; from the system for carried packages: $(echo -n "$system_headers" | grep -c . || true)"
@@ -229,6 +245,22 @@ check_carry_prefix() {
   if [ -n "$bad" ]; then note="not from the prefix:$bad"; return 1; fi
   note="6 package dirs in the prefix, $carried_headers header reads from it, none from /usr/include; $(basename "$program") loads ${fmt_lib:-no libfmt}"
   return 0
+}
+
+# tests/gpu/carry_smoke: every carried package used once, built in seconds before MATE's build.
+check_carry_packages() {
+  local smoke=$work/carry-smoke
+  rm -rf "$smoke"
+  cmake -S "$root/tests/gpu/carry_smoke" -B "$smoke" -G Ninja "${carried_package_args[@]}" &&
+    cmake --build "$smoke" -j "$jobs" || { note="the carried packages do not build a small program (see log)"; return 1; }
+  LD_LIBRARY_PATH='' "$smoke/carry_smoke" || { note="the small program's tests failed"; return 1; }
+  local system_headers fmt_lib
+  system_headers=$(system_headers_of_carried_packages "$smoke")
+  fmt_lib=$(LD_LIBRARY_PATH='' ldd "$smoke/carry_smoke" | awk '/libfmt/ {print $3}')
+  echo "libfmt: $fmt_lib"
+  [ -z "$system_headers" ] || { echo "$system_headers"; note="headers read from /usr/include: $(echo "$system_headers" | head -3 | tr '\n' ' ')"; return 1; }
+  case "$fmt_lib" in "$prefix"/*) ;; *) note="libfmt loaded from ${fmt_lib:-nowhere}, not the prefix"; return 1 ;; esac
+  note="fmt, nlohmann-json, CLI11, dlpack, xxhash, GoogleTest/gMock: $(grep -E '^\[  PASSED  \]' "$(log_of carry_packages)"), no system headers, libfmt from the prefix"
 }
 
 check_mate_version() {
@@ -457,12 +489,20 @@ write_table() {
 }
 
 start=$(now)
+built_now=0
 echo "device_check: $device, driver $driver, CUDA $cuda_version, $os, $cxx_version, $(nproc) cores"
 if [ -z "$only" ] || [ ! -f "$build/build.ninja" ]; then
   t0=$(now)
+  built_now=1
   unpack_carry
+  set_carried_package_args
   setup_ok=1
-  if ! configure; then record configure FAIL "$(elapsed "$t0")" "log: $(log_of configure)"; setup_ok=0
+  if [[ " ${selected[*]} " == *" carry_packages "* ]]; then
+    run_check carry_packages
+    [ "$failed" -eq 0 ] || setup_ok=0   # MATE's build would fail the same way
+  fi
+  if [ "$setup_ok" -eq 0 ]; then :
+  elif ! configure; then record configure FAIL "$(elapsed "$t0")" "log: $(log_of configure)"; setup_ok=0
   elif ! build; then record build FAIL "$(elapsed "$t0")" "log: $(log_of build)"; setup_ok=0; fi
   setup_seconds=$(elapsed "$t0")
   echo "device_check: unpack + configure + build: ${setup_seconds}s"
@@ -470,7 +510,9 @@ if [ -z "$only" ] || [ ! -f "$build/build.ninja" ]; then
 fi
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
+set_carried_package_args
 for c in "${selected[@]}"; do
+  [ "$c" = carry_packages ] && [ "$built_now" -eq 1 ] && continue   # ran before the build
   if [ "$no_gpu" -eq 1 ] && [[ "$no_gpu_checks" != *" $c "* ]]; then
     would_run+=("$c")
     continue
