@@ -97,6 +97,7 @@ python=$(command -v python3 || true)
 [ "$no_gpu" -eq 1 ] && [ -x /usr/bin/python3 ] && python=/usr/bin/python3   # Debian's, with pybind11
 os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")
 cxx_version=$(c++ --version 2>/dev/null | head -1)
+os+=", kernel $(uname -r)"
 
 # --- results ------------------------------------------------------------------------------
 results=()      # "check|RESULT|seconds|note"
@@ -127,9 +128,10 @@ unpack_carry() {
   for deb in "${debs[@]}"; do
     if command -v dpkg-deb >/dev/null 2>&1; then
       dpkg-deb -x "$deb" "$prefix" || { echo "device_check: dpkg-deb -x $deb failed" >&2; exit 2; }
-    else  # a .deb is an ar archive holding data.tar.*
-      (cd "$prefix" && ar p "$deb" "$(ar t "$deb" | grep '^data\.tar')" | tar -xa -f - 2>/dev/null ||
-         ar p "$deb" "$(ar t "$deb" | grep '^data\.tar')" | tar -xJ -f -) ||
+    else  # a .deb is an ar archive holding data.tar.{xz,zst,gz}
+      local data; data=$(ar t "$deb" | grep '^data\.tar')
+      local unzip=(-J); case "$data" in *.zst) unzip=(--zstd) ;; *.gz) unzip=(-z) ;; esac
+      ar p "$deb" "$data" | tar -x "${unzip[@]}" -C "$prefix" -f - ||
         { echo "device_check: cannot unpack $deb (no dpkg-deb; ar/tar failed)" >&2; exit 2; }
     fi
   done
@@ -260,7 +262,7 @@ check_carry_packages() {
   echo "libfmt: $fmt_lib"
   [ -z "$system_headers" ] || { echo "$system_headers"; note="headers read from /usr/include: $(echo "$system_headers" | head -3 | tr '\n' ' ')"; return 1; }
   case "$fmt_lib" in "$prefix"/*) ;; *) note="libfmt loaded from ${fmt_lib:-nowhere}, not the prefix"; return 1 ;; esac
-  note="fmt, nlohmann-json, CLI11, dlpack, xxhash, GoogleTest/gMock: $(grep -E '^\[  PASSED  \]' "$(log_of carry_packages)"), no system headers, libfmt from the prefix"
+  note="fmt, nlohmann-json, CLI11, dlpack, xxhash, GoogleTest/gMock: $(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\./\1 tests passed/p' "$(log_of carry_packages)"); no system headers; libfmt from the prefix"
 }
 
 check_mate_version() {
@@ -491,7 +493,12 @@ write_table() {
 start=$(now)
 built_now=0
 echo "device_check: $device, driver $driver, CUDA $cuda_version, $os, $cxx_version, $(nproc) cores"
-if [ -z "$only" ] || [ ! -f "$build/build.ninja" ]; then
+needs_mate_build=0
+for c in "${selected[@]}"; do [ "$c" = carry_packages ] || needs_mate_build=1; done
+if [ "$needs_mate_build" -eq 0 ]; then   # --only carry_packages: the carry alone, no MATE build
+  built_now=0
+  unpack_carry
+elif [ -z "$only" ] || [ ! -f "$build/build.ninja" ]; then
   t0=$(now)
   built_now=1
   unpack_carry
