@@ -110,6 +110,10 @@ record() {  # check result seconds note
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 log_of() { echo "$work/$1.log"; }
+# A hung GPU program must cost one check, not the device tool's whole call: each program a check
+# runs gets at most this long (exit 124 when it is stopped).
+program_limit_s=180
+limited() { timeout --kill-after=10 "$program_limit_s" "$@"; }
 
 # --- carry: unpack into the private prefix ---------------------------------------------------
 unpack_carry() {
@@ -273,7 +277,7 @@ check_mate_version() {
 }
 
 check_test_device() {
-  "$build/tests/device/test_device" 2>&1; local rc=$?
+  limited "$build/tests/device/test_device" 2>&1; local rc=$?
   local log; log=$(cat "$(log_of test_device)")
   note=$(grep -E '^\[  PASSED  \]|tests?, listed below' <<<"$log" | tr '\n' ' ')
   [ $rc -ne 0 ] && return 1
@@ -286,19 +290,19 @@ check_test_device() {
 
 check_test_driver_abi() {
   [ -x "$build/tests/gpu/test_driver_abi" ] || { note="not built (no CUDA toolkit headers)"; return 77; }
-  "$build/tests/gpu/test_driver_abi" 2>&1 || { note="see log"; return 1; }
+  limited "$build/tests/gpu/test_driver_abi" 2>&1 || { note="see log"; return 1; }
   note=$(grep -E '^\[  PASSED  \]' "$(log_of test_driver_abi)")
 }
 
 check_gpu_guard_write_past() {
-  "$build/tests/gpu/gpu_guard_write_past" 2>&1; local rc=$?
+  limited "$build/tests/gpu/gpu_guard_write_past" 2>&1; local rc=$?
   note=$(grep -E 'synchronize after' "$(log_of gpu_guard_write_past)" | head -1)
   [ $rc -eq 77 ] && return 77
   return $rc
 }
 
 check_gpu_ops_compare() {
-  MATE_WORKSPACE_BASE=$work/ops_workspace "$build/tests/gpu/gpu_ops_compare" 2>&1; local rc=$?
+  MATE_WORKSPACE_BASE=$work/ops_workspace limited "$build/tests/gpu/gpu_ops_compare" 2>&1; local rc=$?
   note=$(tail -1 "$(log_of gpu_ops_compare)")
   return $rc
 }
@@ -308,7 +312,7 @@ check_gpu_ops_compare() {
 # buffer (so the fault is attributed to that allocation).
 guard_run_side() {
   local mode=$1 out
-  out=$("$bin/mate" guard-run --mode "$mode" --log-allocations -- "$build/tests/gpu/gpu_cudart_write_past" "$mode" 2>&1)
+  out=$(limited "$bin/mate" guard-run --mode "$mode" --log-allocations -- "$build/tests/gpu/gpu_cudart_write_past" "$mode" 2>&1)
   local rc=$?
   echo "$out"
   echo "exit status: $rc"
@@ -341,7 +345,7 @@ check_guard_run_tail() { guard_run_side tail; }
 check_guard_run_head() { guard_run_side head; }
 
 check_unguarded_write() {
-  "$build/tests/gpu/gpu_cudart_write_past" tail 2>&1; local rc=$?
+  limited "$build/tests/gpu/gpu_cudart_write_past" tail 2>&1; local rc=$?
   case $rc in
     1) note="unguarded, the tail write went unnoticed (as expected: why the guard exists)"; return 0 ;;
     0) note="unguarded, the tail write was reported too (the allocation happened to end at unmapped memory)"; return 0 ;;
@@ -359,7 +363,7 @@ check_python_import() {
 
 check_torch_memory_debug() {
   ls "$build"/python/mate/_mate*.so >/dev/null 2>&1 || { note="the Python package was not built"; return 77; }
-  PYTHONPATH=$build/python PYTHONUNBUFFERED=1 "$python" -m pytest -q -p no:cacheprovider -rs "$root/tests/gpu/python" 2>&1
+  PYTHONPATH=$build/python PYTHONUNBUFFERED=1 limited "$python" -m pytest -q -p no:cacheprovider -rs "$root/tests/gpu/python" 2>&1
   local rc=$?
   note=$(grep -E '[0-9]+ (passed|failed|skipped)' "$(log_of torch_memory_debug)" | tail -1)
   [ $rc -eq 5 ] && { note="no tests collected"; return 1; }
@@ -372,7 +376,7 @@ check_sanitizer_catches() {
   local cs; cs=$(sanitizer) || { note="compute-sanitizer not found"; return 77; }
   local ok=1 side out
   for side in tail head; do
-    out=$("$cs" --tool memcheck "$build/tests/gpu/gpu_cudart_write_past" "$side" 2>&1)
+    out=$(limited "$cs" --tool memcheck "$build/tests/gpu/gpu_cudart_write_past" "$side" 2>&1)
     echo "$out"
     if grep -q 'Invalid __global__ write of size 4' <<<"$out"; then note+="$side: caught ($(grep -o 'ERROR SUMMARY: [0-9]* error' <<<"$out")); "
     else note+="$side: not caught; "; ok=0; fi
@@ -382,7 +386,7 @@ check_sanitizer_catches() {
 
 time_of() {  # runs "$@", prints seconds; fails when the command fails
   local t0; t0=$(now)
-  "$@" >>"$work/timed.log" 2>&1 || { echo "failed: $* (exit $?)" >&2; return 1; }
+  limited "$@" >>"$work/timed.log" 2>&1 || { echo "failed: $* (exit $?)" >&2; return 1; }
   elapsed "$t0"
 }
 check_sanitizer_vs_guard() {
@@ -403,7 +407,7 @@ dumps=$work/dumps
 check_dump_replay_guard() {
   rm -rf "$dumps"
   MATE_LOGLEVEL=10 MATE_DUMP_DIR=$dumps MATE_WORKSPACE_BASE=$work/ops_workspace \
-    "$build/tests/gpu/gpu_ops_compare" >"$work/dumping.log" 2>&1 ||
+    limited "$build/tests/gpu/gpu_ops_compare" >"$work/dumping.log" 2>&1 ||
     { tail -20 "$work/dumping.log"; note="gpu_ops_compare failed at MATE_LOGLEVEL=10"; return 1; }
   local calls cuda_calls
   calls=$(find "$dumps" -name call.json | wc -l)
@@ -411,7 +415,7 @@ check_dump_replay_guard() {
   echo "dumped $calls calls ($cuda_calls with CUDA tensors) under $dumps"
   [ "$cuda_calls" -gt 0 ] || { note="no call with CUDA tensors was dumped ($calls calls)"; return 1; }
   local out rc
-  out=$("$bin/mate" replay --dir "$dumps" --guard-alloc --guard-mode tail 2>&1); rc=$?
+  out=$(limited "$bin/mate" replay --dir "$dumps" --guard-alloc --guard-mode tail 2>&1); rc=$?
   echo "$out"
   note="dumped $calls calls ($cuda_calls on CUDA); replay --guard-alloc: $(tail -1 <<<"$out")"
   return $rc
