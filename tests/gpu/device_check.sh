@@ -441,10 +441,13 @@ for path in paths:
     for x in tensors:
         n += 1
         cuda += x.is_cuda
-print(f"torch {torch.__version__}: {n} tensors from {len(paths)} files, {cuda} of them on CUDA")
+print(f"torch {torch.__version__}: {n} tensors loaded from {len(paths)} files (weights_only default), {cuda} on CUDA")
 ' 2>&1); rc=$?
   echo "$out"
-  note="$(echo "$files" | wc -l) .pt files: $(tail -1 <<<"$out")"
+  # Device tensors load on the CPU (their device is in call.json): count the files of CUDA calls.
+  local from_cuda=0 f
+  for f in $files; do grep -q '"cuda' "$(dirname "$(dirname "$f")")/call.json" 2>/dev/null && from_cuda=$((from_cuda + 1)); done
+  note="$(echo "$files" | wc -l) .pt files ($from_cuda of calls with CUDA tensors): $(tail -1 <<<"$out")"
   return $rc
 }
 
