@@ -239,17 +239,23 @@ check_carry_prefix() {
   local system_headers
   system_headers=$(system_headers_of_carried_packages "$build")
   local carried_headers
-  carried_headers=$(cd "$build" && ninja -t deps 2>/dev/null | grep -c "^ *$prefix/" || true)
+  # (relative to the build dir when ccache's CCACHE_BASEDIR rewrote the include flags)
+  carried_headers=$(cd "$build" && ninja -t deps 2>/dev/null | grep -cE "^ +($prefix|${prefix#"$build"/})/" || true)
   echo "headers read from the prefix: $carried_headers; from the system for carried packages: $(echo -n "$system_headers" | grep -c . || true)"
   [ -n "$system_headers" ] && { echo "$system_headers" | head; bad+=" system headers used"; }
   # Which libfmt a built program loads by its own RUNPATH (LD_LIBRARY_PATH cleared).
-  local program fmt_lib
-  for program in "$bin/mate" "$build/tests/device/test_device"; do [ -x "$program" ] && break; done
-  fmt_lib=$(LD_LIBRARY_PATH='' ldd "$program" | awk '/libfmt/ {print $3}')
-  echo "$program loads libfmt from: ${fmt_lib:-(not linked)}"
-  case "$fmt_lib" in "$prefix"/*|"") ;; *) bad+=" libfmt=$fmt_lib" ;; esac
+  local program="" candidate fmt_lib="" loads="no program built yet to check libfmt"
+  for candidate in "$bin/mate" "$build/tests/device/test_device"; do
+    [ -x "$candidate" ] && { program=$candidate; break; }
+  done
+  if [ -n "$program" ]; then
+    fmt_lib=$(LD_LIBRARY_PATH='' ldd "$program" | awk '/libfmt/ {print $3}')
+    echo "$program loads libfmt from: ${fmt_lib:-(not linked)}"
+    case "$fmt_lib" in "$prefix"/*) ;; *) bad+=" libfmt=${fmt_lib:-not found}" ;; esac
+    loads="$(basename "$program") loads $fmt_lib"
+  fi
   if [ -n "$bad" ]; then note="not from the prefix:$bad"; return 1; fi
-  note="6 package dirs in the prefix, $carried_headers header reads from it, none from /usr/include; $(basename "$program") loads ${fmt_lib:-no libfmt}"
+  note="6 package dirs in the prefix; $carried_headers header reads from it in $(cd "$build" && ninja -t deps 2>/dev/null | grep -c '^[^ ].*: #deps') compiled files, none from /usr/include; $loads"
   return 0
 }
 
