@@ -285,7 +285,7 @@ check_mate_version() {
 check_test_device() {
   limited "$build/tests/device/test_device" 2>&1; local rc=$?
   local log; log=$(cat "$(log_of test_device)")
-  note=$(grep -E '^\[  PASSED  \]|tests?, listed below' <<<"$log" | tr '\n' ' ')
+  note=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\./\1 passed/p; s/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}, listed below:/\1 skipped/p; s/^\[  FAILED  \] \([0-9]*\) tests\{0,1\}, listed below:/\1 failed/p' <<<"$log" | paste -sd, -)
   [ $rc -ne 0 ] && return 1
   if grep -q '^\[  SKIPPED \] RealDriver' <<<"$log"; then
     if [ "$gpu_visible" -eq 1 ]; then note+="; RealDriver tests skipped although a GPU is visible"; return 1; fi
@@ -297,7 +297,7 @@ check_test_device() {
 check_test_driver_abi() {
   [ -x "$build/tests/gpu/test_driver_abi" ] || { note="not built (no CUDA toolkit headers)"; return 77; }
   limited "$build/tests/gpu/test_driver_abi" 2>&1 || { note="see log"; return 1; }
-  note=$(grep -E '^\[  PASSED  \]' "$(log_of test_driver_abi)")
+  note=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\./\1 passed/p' "$(log_of test_driver_abi)")
 }
 
 check_gpu_guard_write_past() {
