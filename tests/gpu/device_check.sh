@@ -214,7 +214,10 @@ build() {
   grep -q '^build mate_python:' "$build/build.ninja" 2>/dev/null && targets+=(mate_python)
   [ -n "$nvcc" ] || targets=(test_device mate_cli mate_guard_preload mate_guard_hooks)
   echo "device_check: building ${targets[*]} with $jobs jobs"
-  nice cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$(log_of build)" 2>&1 || {
+  # The log goes to $OUT as it is written: a build stopped at the device tool's limit still tells
+  # how far it got.
+  nice cmake --build "$build" -j "$jobs" --target "${targets[@]}" 2>&1 |
+    tee "$(log_of build)" ${OUT:+"$OUT/build.log"} >/dev/null || {
     grep -E "error|Error" "$(log_of build)" | head -40; tail -20 "$(log_of build)"
     echo "device_check: build failed (log: $(log_of build))" >&2; return 1; }
   echo "device_check: build done ($(grep -c 'warning:' "$(log_of build)") compiler warnings; log: $(log_of build))"
@@ -522,7 +525,7 @@ elif [ -z "$only" ] || [ ! -f "$build/build.ninja" ]; then
     [ "$failed" -eq 0 ] || setup_ok=0   # MATE's build would fail the same way
   fi
   if [ "$setup_ok" -eq 0 ]; then :
-  elif ! configure; then record configure FAIL "$(elapsed "$t0")" "log: $(log_of configure)"; setup_ok=0
+  elif ! { write_table; configure; }; then record configure FAIL "$(elapsed "$t0")" "log: $(log_of configure)"; setup_ok=0
   elif ! build; then record build FAIL "$(elapsed "$t0")" "log: $(log_of build)"; setup_ok=0; fi
   setup_seconds=$(elapsed "$t0")
   echo "device_check: unpack + configure + build: ${setup_seconds}s"
