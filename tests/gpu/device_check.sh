@@ -48,7 +48,7 @@ declare -A about=(
 # Checks that run without a GPU in --no-gpu mode (the others are listed as what would run).
 no_gpu_checks=" carry_packages carry_prefix mate_version test_device test_driver_abi python_import "
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-gpu) no_gpu=1 ;;
