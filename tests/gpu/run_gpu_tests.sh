@@ -9,6 +9,8 @@
 # Usage: tests/gpu/run_gpu_tests.sh [BUILD_DIR]   (default: build/gpu)
 # Needs cmake, ninja, a C++20 compiler, the packages of scripts/setup.sh, and the CUDA toolkit
 # (nvcc; /usr/local/cuda/bin is searched too). Exits 0 with a SKIP line when no GPU is visible.
+# On a machine without those packages (the lent GPU machines) use tests/gpu/device_check.sh,
+# which carries them and runs these checks and more (docs/gpu-results.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build/gpu}
