@@ -248,7 +248,7 @@ void read_zip64_extra(const unsigned char* extra, std::size_t len, bool want_siz
 
 ZipReader::ZipReader(ZipSource source) : source_(std::move(source)) {
   const std::uint64_t size = source_.size;
-  if (size < kEndRecord) throw ZipError("not a zip archive (" + std::to_string(size) + " bytes, shorter than its end record)");
+  if (size < kEndRecord) throw ZipError("truncated or not a zip archive: " + std::to_string(size) + " bytes, shorter than a zip's end record");
   // The end record is the last 22 bytes plus a comment of up to 65535 bytes.
   const std::size_t tail_len = static_cast<std::size_t>(std::min<std::uint64_t>(size, kEndRecord + 65535));
   std::vector<unsigned char> tail(tail_len);
@@ -260,7 +260,7 @@ ZipReader::ZipReader(ZipSource source) : source_(std::move(source)) {
       break;
     }
   }
-  if (end_at == std::string::npos) throw ZipError("not a zip archive (no end of central directory record)");
+  if (end_at == std::string::npos) throw ZipError("truncated or not a zip archive (no end of central directory record)");
   const unsigned char* e = &tail[end_at];
   const std::uint64_t end_pos = size - tail_len + end_at;
   if (get16(e + 4) != 0 || get16(e + 6) != 0) throw ZipError("multi-disk zip archives are not supported");

@@ -134,7 +134,8 @@ TEST_F(DumpTest, EachCallGetsADirectoryWithMetadataInputsAndOutputs) {
   EXPECT_EQ(c.function, "t.add_one");
   EXPECT_EQ(c.status, CallStatus::Completed);
   EXPECT_EQ(c.pid, ::getpid());
-  EXPECT_EQ(c.tensor_format, "mate");
+  EXPECT_EQ(c.tensor_format, "torch_save");
+  EXPECT_EQ(c.inputs[0].file, "inputs/00_x.pt");
   EXPECT_FALSE(c.started.empty());
   EXPECT_FALSE(c.finished.empty());
   EXPECT_EQ(c.mate_version, "0.1.0");

@@ -282,7 +282,7 @@ TEST_F(ReplayTest, DamagedTensorFilesArePerCallErrorsNamingTheFile) {
   auto results = replay();
   ASSERT_EQ(results.size(), 3u);
   EXPECT_EQ(results[0].outcome, Outcome::Error);
-  EXPECT_EQ(results[0].message, truncated + ": truncated: 10 bytes, shorter than the 16-byte prefix");
+  EXPECT_EQ(results[0].message, truncated + ": truncated or not a zip archive: 10 bytes, shorter than a zip's end record");
   EXPECT_EQ(results[1].outcome, Outcome::Error);
   EXPECT_EQ(results[1].message, "cannot open " + missing + ": No such file or directory");
   EXPECT_EQ(results[2].outcome, Outcome::Passed);

@@ -363,7 +363,8 @@ TEST_F(ReplayCli, TorchSaveDumpsOpenWithTorchLoadAndReplayExactly) {
   EXPECT_NE(r.out.find("sample.mixed  passed"), std::string::npos) << r.out;
   auto changed = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED});
   EXPECT_EQ(changed.exit_code, 1) << changed.out;
-  EXPECT_NE(changed.out.find("sample.mixed  mismatch: out: 9 of 9 elements differ"), std::string::npos) << changed.out;
+  // (the u32 sum, 1.2e10, takes the changed bias within f32 tolerance: 8 of 9 differ)
+  EXPECT_NE(changed.out.find("sample.mixed  mismatch: out: 8 of 9 elements differ"), std::string::npos) << changed.out;
 }
 
 // A damaged .pt file is that call's error, naming the file and the damage.
@@ -390,10 +391,10 @@ TEST_F(ReplayCli, DamagedTorchSaveFilesAreClearErrors) {
   expect_error(a, "entry archive/data/0: CRC-32 mismatch (the data is corrupt)");
   // Cut short: no end record any more.
   std::ofstream(a, std::ios::binary | std::ios::trunc) << original.substr(0, original.size() - 30);
-  expect_error(a, "not a zip archive (no end of central directory record)");
+  expect_error(a, "truncated or not a zip archive (no end of central directory record)");
   // Not a zip at all (an .mtensor, say).
   std::ofstream(a, std::ios::binary | std::ios::trunc) << "MATETNSR";
-  expect_error(a, "not a zip archive (8 bytes, shorter than its end record)");
+  expect_error(a, "truncated or not a zip archive: 8 bytes, shorter than a zip's end record");
 }
 
 #ifdef MATE_REPLAY_HAVE_GUARD
