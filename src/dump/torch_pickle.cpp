@@ -1,5 +1,6 @@
 #include "torch_pickle.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <variant>
@@ -86,7 +87,10 @@ struct Value;
 using Tuple = std::shared_ptr<const std::vector<Value>>;  // shared: memo copies stay cheap
 struct Value {
   std::variant<std::monostate, bool, std::int64_t, std::string, Tuple, Global, Storage, OrderedDict, Dict, PickledTensor> v;
+  int depth = 0;  // tuples nested in it (bounded: destroying a deep nest would recurse as deep)
 };
+
+constexpr int kMaxNesting = 16;
 
 class Reader {
  public:
@@ -102,7 +106,10 @@ class Reader {
           break;
         }
         case FRAME: (void)bytes(8); break;  // protocol 4 framing: a length hint
-        case MARK: marks_.push_back(stack_.size()); break;
+        case MARK:
+          if (marks_.size() >= kMaxNesting) fail("MARKs nested deeper than " + std::to_string(kMaxNesting));
+          marks_.push_back(stack_.size());
+          break;
         case STOP: {
           if (stack_.size() != 1 || !marks_.empty()) fail("the pickle ends with " + std::to_string(stack_.size()) + " values on its stack");
           auto* t = std::get_if<PickledTensor>(&stack_.back().v);
@@ -137,14 +144,14 @@ class Reader {
           if (stack_.size() < n + floor()) fail("tuple opcode on too short a stack");
           auto items = std::make_shared<std::vector<Value>>(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
           stack_.resize(stack_.size() - n);
-          push({Tuple(std::move(items))});
+          push_tuple(std::move(items));
           break;
         }
         case TUPLE: {
           const std::size_t m = pop_mark();
           auto items = std::make_shared<std::vector<Value>>(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
           stack_.resize(m);
-          push({Tuple(std::move(items))});
+          push_tuple(std::move(items));
           break;
         }
         case EMPTY_DICT: push({Dict{}}); break;
@@ -206,6 +213,14 @@ class Reader {
   void push(Value v) {
     if (stack_.size() >= 4096) fail("more than 4096 values on the pickle's stack");
     stack_.push_back(std::move(v));
+  }
+  void push_tuple(std::shared_ptr<std::vector<Value>> items) {
+    int depth = 0;
+    for (const Value& x : *items) depth = std::max(depth, x.depth);
+    if (depth + 1 > kMaxNesting) fail("tuples nested deeper than " + std::to_string(kMaxNesting));
+    Value v{Tuple(std::move(items))};
+    v.depth = depth + 1;
+    push(std::move(v));
   }
   Value pop() {
     if (stack_.size() <= floor()) fail("pop from an empty stack");

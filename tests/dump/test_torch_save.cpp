@@ -170,6 +170,9 @@ TEST(TorchPickle, RejectsWhatIsNotOneTensor) {
   EXPECT_EQ(error_of(good.substr(0, good.size() - 1)), "data.pkl: truncated pickle (no STOP) (at byte " + std::to_string(good.size() - 1) + ")");
   EXPECT_EQ(error_of("\x80\x02(((((((t."), "data.pkl: the pickle ends with 1 values on its stack (at byte 11)");
   EXPECT_EQ(error_of("\x80\x09."), "data.pkl: unsupported pickle protocol 9 (at byte 2)");
+  // Nesting is bounded (a deep nest would recurse as deep when destroyed).
+  EXPECT_EQ(error_of("\x80\x02K\x00" + std::string(20, '\x85') + "."), "data.pkl: tuples nested deeper than 16 (at byte 21)");
+  EXPECT_EQ(error_of("\x80\x02" + std::string(20, '(')), "data.pkl: MARKs nested deeper than 16 (at byte 19)");
   EXPECT_EQ(error_of("\x80\x02\xff"), "data.pkl: unsupported pickle opcode 0xff (at byte 3)");
 }
 
