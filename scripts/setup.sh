@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev libdlpack-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libxxhash-dev
+  libxxhash-dev zlib1g-dev
   python3 python3-numpy python3-torch python3-pytest python3-pybind11 pybind11-dev python3-dev python3-pytest-xdist
   electric-fence duma time
 )

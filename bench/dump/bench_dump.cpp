@@ -5,8 +5,10 @@
 //                level-5 log record with statistics, the call directory, three atomic
 //                call.json updates (each fsynced) and the tensor file (written to a
 //                temporary, fsynced, renamed; its folder fsynced before call.json names it).
-//   DumpTensor/N write_mtensor alone: the tensor file of the dump (temporary, fsync, rename),
-//                without the rest; compare with RawWriteFsync.
+//   DumpTensor/N write_mtensor alone: the earlier default tensor file (temporary, fsync,
+//                rename), without the rest; compare with RawWriteFsync.
+//   DumpTensorTorchSave/N write_torch_save alone: the default `.pt` file (a zip with the data's
+//                CRC-32, temporary, fsync, rename); compare with DumpTensor and RawWriteFsync.
 // The dump directory is removed between iterations, outside the timing.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
@@ -86,6 +88,20 @@ void BM_DumpTensor(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * state.range(0));
 }
 
+void BM_DumpTensorTorchSave(benchmark::State& state) {
+  Input in(static_cast<std::size_t>(state.range(0)));
+  fs::create_directories(kRoot);
+  const std::string path = (kRoot / "t.pt").string();
+  for (auto _ : state) {
+    state.PauseTiming();
+    fs::remove(path);
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(mate::dump::write_torch_save(path, mate::tensor::TensorView(in.dl)));
+  }
+  fs::remove_all(kRoot);
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+}
+
 void BM_DumpCall(benchmark::State& state) {
   Input in(static_cast<std::size_t>(state.range(0)));
   std::vector<std::unique_ptr<ScopedOverride>> o;
@@ -115,6 +131,7 @@ void BM_DumpCall(benchmark::State& state) {
 BENCHMARK(BM_RawWrite<false>)->Name("RawWrite")->Arg(1 << 20)->Arg(64 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RawWrite<true>)->Name("RawWriteFsync")->Arg(1 << 20)->Arg(64 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DumpTensor)->Name("DumpTensor")->Arg(1 << 20)->Arg(64 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DumpTensorTorchSave)->Name("DumpTensorTorchSave")->Arg(1 << 20)->Arg(64 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DumpCall)->Name("DumpCall")->Arg(1 << 20)->Arg(64 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -163,7 +163,7 @@ TensorRecord load_tensor(const CallRecord& call, const RecordedArg& arg) {
   detail::check_directories_inside(call.dir, arg.file);  // inputs/ as a link leads out of the dump
   const detail::TensorFormat* format = detail::tensor_format_named(call.tensor_format);
   if (format == nullptr) throw DumpError("unknown tensor_format \"" + call.tensor_format + "\"");
-  return format->read(path, arg.key);
+  return format->read(path, arg);
 }
 
 bool keeps_layout(const CallRecord& call) {

@@ -96,6 +96,29 @@ bool NewFile::write(const void* data, std::size_t bytes) {
   return true;
 }
 
+bool NewFile::write_at(std::uint64_t offset, const void* data, std::size_t bytes) {
+  if (!ok()) return false;
+  if (offset > written_ || bytes > written_ - offset) {
+    errno = EINVAL;
+    fail("write");
+    return false;
+  }
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd_, p, bytes, static_cast<off_t>(offset));
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0) errno = EIO;
+      fail("write");
+      return false;
+    }
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+  return true;
+}
+
 namespace {
 
 bool unsupported(int error) { return error == EINVAL || error == ENOSYS || error == ENOTSUP || error == EPERM; }

@@ -32,6 +32,8 @@ class NewFile {
   // take the file past RLIMIT_FSIZE are refused first, as EFBIG ("File too large"): SIGXFSZ would
   // kill the host program.
   bool write(const void* data, std::size_t bytes);
+  // Overwrites `bytes` already written at `offset` (a header field known only after the data).
+  bool write_at(std::uint64_t offset, const void* data, std::size_t bytes);
   // fsync, close, rename to `path`; keeps it only when every step succeeded.
   bool commit();
   std::uint64_t written() const noexcept { return written_; }

@@ -212,7 +212,7 @@ class MtensorFormat final : public TensorFormat {
     return sync_directory(phase_dir);
   }
 
-  TensorRecord read(const std::string& path, std::string_view /*key*/) const override { return read_mtensor(path); }
+  TensorRecord read(const std::string& path, const RecordedArg& /*arg*/) const override { return read_mtensor(path); }
 };
 
 }  // namespace

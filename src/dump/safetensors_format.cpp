@@ -288,7 +288,7 @@ class SafetensorsFormat final : public TensorFormat {
     return r.error;
   }
 
-  TensorRecord read(const std::string& path, std::string_view key) const override { return read_safetensors(path, key); }
+  TensorRecord read(const std::string& path, const RecordedArg& arg) const override { return read_safetensors(path, arg.key); }
 
  private:
   static std::vector<NamedTensor> named(const std::vector<PhaseTensor>& tensors) {

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mate/dump/call_record.hpp"
 #include "mate/dump/tensor_file.hpp"
 #include "mate/tensor/tensor_view.hpp"
 
@@ -44,16 +45,18 @@ class TensorFormat {
   // file-system error is returned ("" on success).
   virtual std::string write(const std::string& call_dir, std::vector<PhaseTensor>& tensors,
                             std::uint64_t& written) const = 0;
-  // Reads the tensor stored in `path` (under `key`). Throws DumpError.
-  virtual TensorRecord read(const std::string& path, std::string_view key) const = 0;
+  // Reads the tensor of argument `arg` (call.json's record of it: its key, its layout) stored in
+  // `path`. Throws DumpError.
+  virtual TensorRecord read(const std::string& path, const RecordedArg& arg) const = 0;
 };
 
 // The formats (tensor_formats.cpp).
-const TensorFormat& mtensor_format();      // "mate": one .mtensor file per tensor, exact layout
+const TensorFormat& torch_save_format();   // "torch_save": one .pt file per tensor (default), exact layout
+const TensorFormat& mtensor_format();      // "mate": one .mtensor file per tensor, exact layout (earlier default)
 const TensorFormat& safetensors_format();  // "safetensors": one file per phase, contiguous copies
 // The format call.json names `name`, or nullptr.
 const TensorFormat* tensor_format_named(std::string_view name) noexcept;
-// "mate, safetensors": for messages.
+// "torch_save, mate, safetensors": for messages.
 std::string tensor_format_names();
 
 }  // namespace mate::dump::detail

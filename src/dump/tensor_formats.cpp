@@ -4,7 +4,7 @@
 namespace mate::dump::detail {
 
 namespace {
-const TensorFormat* const kFormats[] = {&mtensor_format(), &safetensors_format()};
+const TensorFormat* const kFormats[] = {&torch_save_format(), &mtensor_format(), &safetensors_format()};
 }
 
 const TensorFormat* tensor_format_named(std::string_view name) noexcept {

@@ -356,7 +356,7 @@ class Writer final : public log::CallHook {
         }
         return;
       }
-      d.format = s.settings.safetensors ? &detail::safetensors_format() : &detail::mtensor_format();
+      d.format = s.settings.safetensors ? &detail::safetensors_format() : &detail::torch_save_format();
       d.meta = {{"format", "mate-dump"}, {"version", kCallFormatVersion}, {"function", call.name}, {"seq", call.seq},
                 {"pid", static_cast<long>(::getpid())}, {"tid", static_cast<long>(::gettid())},
                 {"mate_version", MATE_VERSION_STRING}, {"started", core::utc_now_iso8601_micros()},

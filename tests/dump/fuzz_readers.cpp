@@ -1,5 +1,5 @@
-// libFuzzer target over the dump readers: whatever the bytes, parse_mtensor, parse_safetensors
-// and parse_call either succeed or throw DumpError. Any other exception, crash, leak or
+// libFuzzer target over the dump readers: whatever the bytes, parse_torch_save, parse_mtensor,
+// parse_safetensors and parse_call either succeed or throw DumpError. Any other exception, crash, leak or
 // sanitizer report is a finding. The first byte picks the reader.
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
       case 0: {
         mate::dump::TensorRecord r = mate::dump::parse_mtensor(in);
         // A record that parsed must be viewable over its bytes.
@@ -22,9 +22,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 1:
         (void)mate::dump::parse_safetensors(in, "a");
         break;
-      default:
+      case 2:
         (void)mate::dump::parse_call(in, "/dumps/call");
         break;
+      default: {
+        mate::dump::TensorRecord r = mate::dump::parse_torch_save(in);
+        (void)r.view_over(reinterpret_cast<std::uintptr_t>(r.data.data()));
+        break;
+      }
     }
   } catch (const mate::dump::DumpError&) {
   }

@@ -134,7 +134,8 @@ TEST_F(DumpTest, EachCallGetsADirectoryWithMetadataInputsAndOutputs) {
   EXPECT_EQ(c.function, "t.add_one");
   EXPECT_EQ(c.status, CallStatus::Completed);
   EXPECT_EQ(c.pid, ::getpid());
-  EXPECT_EQ(c.tensor_format, "mate");
+  EXPECT_EQ(c.tensor_format, "torch_save");
+  EXPECT_EQ(c.inputs[0].file, "inputs/00_x.pt");
   EXPECT_FALSE(c.started.empty());
   EXPECT_FALSE(c.finished.empty());
   EXPECT_EQ(c.mate_version, "0.1.0");
@@ -529,7 +530,7 @@ TEST_F(DumpTest, AProcessKilledWhileWritingATensorLeavesOnlyCompleteNamedFiles) 
     bool safetensors;
   };
   for (const Case& k : {Case{"inputs", false}, Case{"outputs", false}, Case{"inputs", true}, Case{"outputs", true}}) {
-    SCOPED_TRACE(k.phase + (k.safetensors ? " safetensors" : " mtensor"));
+    SCOPED_TRACE(k.phase + (k.safetensors ? " safetensors" : " torch_save"));
     configure({{Var::MATE_DUMP_SAFETENSORS, k.safetensors ? "1" : "0"}});
     fs::remove_all(root_ / "dumps");
     const auto child = mate::testing::fork_until_stopped([&](int ready_fd) {
@@ -561,8 +562,8 @@ TEST_F(DumpTest, AProcessKilledWhileWritingATensorLeavesOnlyCompleteNamedFiles) 
         continue;
       }
       if (name == "call.json") continue;
-      if (name.ends_with(".mtensor")) {
-        EXPECT_NO_THROW(mate::dump::read_mtensor(e.path().string())) << rel;
+      if (name.ends_with(".pt")) {
+        EXPECT_NO_THROW(mate::dump::read_torch_save(e.path().string())) << rel;
       }
       EXPECT_EQ(rel.find(k.phase), std::string::npos) << "a file of the phase being written has its name: " << rel;
     }
@@ -676,7 +677,7 @@ TEST_F(DumpTest, ListsAndScalarsAreRecordedByValueAndTensorListsByFile) {
   ASSERT_EQ(c.inputs.size(), 5u);
   ASSERT_EQ(c.inputs[0].kind, mate::log::Arg::Kind::List);
   ASSERT_EQ(c.inputs[0].items.size(), 2u);
-  EXPECT_EQ(c.inputs[0].items[1].file, "inputs/00_xs.1.mtensor");
+  EXPECT_EQ(c.inputs[0].items[1].file, "inputs/00_xs.1.pt");
   EXPECT_EQ(mate::dump::load_tensor(c, c.inputs[0].items[1]).data.size(), 4u);
   EXPECT_TRUE(std::isnan(c.inputs[1].float_value));
   EXPECT_EQ(c.inputs[2].kind, mate::log::Arg::Kind::Enum);
@@ -721,14 +722,14 @@ TEST_F(DumpTest, LinksInsideADumpAreRejectedNamingThePath) {
   mate::dump::CallRecord c = mate::dump::read_call(call.string());
   const fs::path file = call / c.inputs[0].file;
   // A tensor file that is a link.
-  fs::copy_file(file, outside / "x.mtensor");
+  fs::copy_file(file, outside / "x.pt");
   fs::remove(file);
-  fs::create_symlink(outside / "x.mtensor", file);
+  fs::create_symlink(outside / "x.pt", file);
   std::string e = expect_error([&] { mate::dump::load_tensor(c, c.inputs[0]); });
   EXPECT_NE(e.find(file.string() + " is a symbolic link"), std::string::npos) << e;
   // inputs/ that is a link (to a complete copy).
   fs::remove(file);
-  fs::copy_file(outside / "x.mtensor", file);
+  fs::copy_file(outside / "x.pt", file);
   fs::copy(call / "inputs", outside / "inputs");
   fs::remove_all(call / "inputs");
   fs::create_directory_symlink(outside / "inputs", call / "inputs");

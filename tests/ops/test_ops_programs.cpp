@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "mate/dump/tensor_file.hpp"
 #include "subprocess.hpp"
 #include "temp_dir.hpp"
 
@@ -90,13 +91,14 @@ TEST(OpsPrograms, DemoDumpsAtLevel10AndMateReplayPassesThenCatchesAChangedOutput
   for (const auto& e : std::filesystem::directory_iterator(rms_dir + "/outputs")) out_file = e.path().string();
   ASSERT_FALSE(out_file.empty());
   {
-    std::fstream f(out_file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(-2, std::ios::end);
-    char last[2];
-    f.read(last, 2);
-    last[1] ^= 0x40;  // the high byte of the last element: a large change in any dtype
-    f.seekp(-2, std::ios::end);
-    f.write(last, 2);
+    // As a user would with torch.load / torch.save: read the tensor, change it, save it again
+    // (flipping bytes in place would only break the file's CRC-32).
+    mate::dump::TensorRecord r = mate::dump::read_torch_save(out_file);
+    ASSERT_GE(r.data.size(), 2u);
+    r.data.back() ^= 0x40;  // the high byte of the last element: a large change in any dtype
+    std::filesystem::remove(out_file);
+    const DLTensor t = r.view_over(reinterpret_cast<std::uintptr_t>(r.data.data()));
+    ASSERT_TRUE(mate::dump::write_torch_save(out_file, mate::tensor::TensorView(t)).ok());
   }
   auto changed = run({MATE_BINARY, "replay", "--dir", rms_dir}, RunOptions{{{"MATE_WORKSPACE_BASE", ws.path}}, {}, {}});
   EXPECT_EQ(changed.exit_code, 1) << changed.out << changed.err;

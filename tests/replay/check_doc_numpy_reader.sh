@@ -24,7 +24,7 @@ extract reader > "$work/reader.py"
 for mode in good int; do
   env -u MATE_DUMP_SAFETENSORS MATE_LOGLEVEL=10 MATE_LOGDEST="$work/log" MATE_DUMP_DIR="$work/dumps" "$producer" "$mode" > /dev/null 2>&1
 done
-x=$(ls "$work"/dumps/*_sample.axpy/inputs/00_x.mtensor)
+x=$(ls "$work"/dumps/*_sample.axpy/inputs/00_x.pt)
 got=$("$python" "$work/numpy_reader.py" "$x")
 want="f32 [2, 3] [[-1.0, 0.0, 1.0], [-0.5, 0.5, 1.5]]"
 if [[ "$got" != "$want" ]]; then
@@ -42,8 +42,8 @@ while IFS= read -r -d '' f; do
     exit 1
   fi
   count=$((count + 1))
-done < <(find "$work/dumps" -name '*.mtensor' -print0)
+done < <(find "$work/dumps" -name '*.pt' -print0)
 (( count >= 10 )) || { echo "expected at least 10 tensor files, found $count"; exit 1; }
-grep -q "1152921504606846977" < <(for f in "$work"/dumps/*_sample.increment_i64/inputs/00_x.mtensor; do "$python" "$work/numpy_reader.py" "$f"; done) ||
+grep -q "1152921504606846977" < <(for f in "$work"/dumps/*_sample.increment_i64/inputs/00_x.pt; do "$python" "$work/numpy_reader.py" "$f"; done) ||
   { echo "the i64 input above 2^53 was not read exactly"; exit 1; }
 echo "ok: $got; $count tensor files read alike by both documented readers"

@@ -9,7 +9,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sed -n '/<!-- reader:begin -->/,/<!-- reader:end -->/p' "$doc" | sed '1,2d;$d' | sed '$d' > "$work/reader.py"
 env -u MATE_DUMP_SAFETENSORS MATE_LOGLEVEL=10 MATE_LOGDEST="$work/log" MATE_DUMP_DIR="$work/dumps" "$producer" good > /dev/null 2>&1
-x=$(ls "$work"/dumps/*_sample.axpy/inputs/00_x.mtensor)
+x=$(ls "$work"/dumps/*_sample.axpy/inputs/00_x.pt)
 got=$(python3 "$work/reader.py" "$x")
 want="f32 [2, 3] [[-1.0, 0.0, 1.0], [-0.5, 0.5, 1.5]]"
 if [[ "$got" != "$want" ]]; then

@@ -1,6 +1,9 @@
 #include "sample_ops.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "mate/log/api.hpp"
@@ -98,6 +101,52 @@ void prefix_step(const DLTensor* x, DLTensor* out) {
   });
 }
 
+namespace {
+
+float from_half(std::uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(static_cast<float>(m | 0x400), e - 25);
+  return (h & 0x8000) ? -v : v;  // (no inf/NaN in the tests' values)
+}
+
+// Element i (row-major logical index) of a tensor of any supported dtype and layout, as a double.
+double element(const DLTensor* t, std::int64_t i) {
+  mate::tensor::TensorView v(*t);
+  std::int64_t off = 0;
+  for (int d = v.ndim() - 1; d >= 0; --d) {
+    off += (i % v.shape(d)) * v.stride(d);
+    i /= v.shape(d);
+  }
+  const auto* p = reinterpret_cast<const unsigned char*>(v.origin()) + off * static_cast<std::int64_t>(v.element_size());
+  const DLDataType dt = t->dtype;
+  if (dt.code == kDLFloat && dt.bits == 32) return *reinterpret_cast<const float*>(p);
+  if (dt.code == kDLFloat && dt.bits == 16) return from_half(*reinterpret_cast<const std::uint16_t*>(p));
+  if (dt.code == kDLBfloat) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(*reinterpret_cast<const std::uint16_t*>(p)) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  if (dt.code == kDLInt && dt.bits == 8) return *reinterpret_cast<const std::int8_t*>(p);
+  if (dt.code == kDLUInt && dt.bits == 32) return *reinterpret_cast<const std::uint32_t*>(p);
+  if (dt.bits == 8) return *p;  // bool, u8
+  throw std::invalid_argument("sample.mixed: unsupported dtype");
+}
+
+}  // namespace
+
+void mixed(const DLTensor* a, const DLTensor* b, const DLTensor* c, const DLTensor* d, const DLTensor* e,
+           const DLTensor* f, const DLTensor* g, const DLTensor* h, const DLTensor* k, DLTensor* out) {
+  MATE_API("sample.mixed", a, b, c, d, e, f, g, h, k, out).outputs(MATE_ARGS(out)).run([&] {
+    const DLTensor* inputs[] = {a, b, c, d, e, f, g, h, k};
+    for (std::int64_t n = 0; n < 9; ++n) {
+      double s = g_bias;
+      for (std::int64_t i = 0; i < numel(inputs[n]); ++i) s += static_cast<double>(i + 1) * element(inputs[n], i);
+      *at(out, n) = static_cast<float>(s);
+    }
+  });
+}
+
 void crash(const DLTensor* x) {
   MATE_API("sample.crash", x).run([&] { std::abort(); });
 }
@@ -121,3 +170,4 @@ MATE_REPLAYABLE("sample.invert_bool", &sample::invert_bool);
 MATE_REPLAYABLE("sample.write_past_end", &sample::write_past_end);
 MATE_REPLAYABLE("sample.prefix_step", &sample::prefix_step);
 MATE_REPLAYABLE("sample.crash", &sample::crash);
+MATE_REPLAYABLE("sample.mixed", &sample::mixed);

@@ -29,6 +29,11 @@ bool invert_bool(const DLTensor* x, DLTensor* out);
 // place, or a view one element further on) later elements read earlier results, so the result
 // depends on the aliasing.
 void prefix_step(const DLTensor* x, DLTensor* out);
+// out[k] = sum over i of (i + 1) * element i (row-major logical order) of the k-th input, for
+// inputs of any layout (strides negative, zero, gaps) and dtype f32, f16, bf16, i8, u32, bool:
+// the result depends on every value and on the order, so a layout restored wrongly shows.
+void mixed(const DLTensor* a, const DLTensor* b, const DLTensor* c, const DLTensor* d, const DLTensor* e,
+           const DLTensor* f, const DLTensor* g, const DLTensor* h, const DLTensor* k, DLTensor* out);
 // Aborts the process (a replayed call that crashes).
 void crash(const DLTensor* x);
 // Writes one element past the end of out (the out-of-bounds kernel for --guard-alloc).

@@ -9,6 +9,9 @@
 //   sample_producer negative  increment_i64 on values below 0
 //   sample_producer uint   increment_u64 on values above the largest i64
 //   sample_producer bool   invert_bool
+//   sample_producer mixed  mixed over a contiguous, a transposed and a sliced (byte offset) f32,
+//                          bf16, f16, i8, bool, u32 and a negative-stride f32 tensor; prints
+//                          each input's values in row-major order as JSON ({"a": [...], ...})
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -109,6 +112,39 @@ int main(int argc, char** argv) {
     std::vector<std::int64_t> four{4};
     DLTensor o = make(big, four, nullptr);
     sample::write_past_end(&o, 4);  // within `big`: fine here, out of bounds for a 4-element buffer
+  } else if (mode == "mixed") {
+    using mate::tensor::ScalarType;
+    std::vector<float> base(12);
+    for (int i = 0; i < 12; ++i) base[static_cast<std::size_t>(i)] = 0.25f * static_cast<float>(i) - 1.0f;
+    std::vector<std::int64_t> s34{3, 4}, s43{4, 3}, s22{2, 2}, s5{5}, s4{4}, s3{3}, s9{9};
+    std::int64_t t_strides[] = {1, 4}, slice_strides[] = {4, 1}, neg_strides[] = {-2};
+    DLTensor a = make(base, s34, nullptr);                        // contiguous 3x4
+    DLTensor b = make(base, s43, t_strides);                      // its transpose
+    DLTensor c = make(base, s22, slice_strides, 5 * sizeof(float));  // base[1:3, 1:3]: offset 5
+    std::vector<std::uint16_t> bf{0x3f80, 0xc000, 0x4040, 0x3e80, 0x0000};  // 1, -2, 3, 0.25, 0
+    std::vector<std::uint16_t> hf{0x3c00, 0xc000, 0x3800, 0x4500, 0x0000};  // 1, -2, 0.5, 5, 0
+    std::vector<std::int8_t> i8{-128, -1, 0, 1, 127};
+    bool bo[4] = {true, false, false, true};
+    std::vector<std::uint32_t> u32{0, 1, 4000000000u};
+    DLTensor d = flat(bf.data(), ScalarType::BF16, s5.data());
+    DLTensor e = flat(hf.data(), ScalarType::F16, s5.data());
+    DLTensor f = flat(i8.data(), ScalarType::I8, s5.data());
+    DLTensor g = flat(bo, ScalarType::Bool, s4.data());
+    DLTensor h = flat(u32.data(), ScalarType::U32, s3.data());
+    DLTensor k = make(base, s3, neg_strides, 10 * sizeof(float));  // base[10], base[8], base[6]
+    std::vector<float> res(9);
+    DLTensor out = make(res, s9, nullptr);
+    sample::mixed(&a, &b, &c, &d, &e, &f, &g, &h, &k, &out);
+    auto row_major = [](const std::vector<float>& buf, std::vector<std::int64_t> idx) {
+      std::string s = "[";
+      for (std::size_t i = 0; i < idx.size(); ++i) s += (i ? ", " : "") + std::to_string(buf[static_cast<std::size_t>(idx[i])]);
+      return s + "]";
+    };
+    std::cout << "{\"a\": " << row_major(base, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+              << ", \"b\": " << row_major(base, {0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11})
+              << ", \"c\": " << row_major(base, {5, 6, 9, 10}) << ", \"d\": [1, -2, 3, 0.25, 0]"
+              << ", \"e\": [1, -2, 0.5, 5, 0], \"f\": [-128, -1, 0, 1, 127], \"g\": [1, 0, 0, 1]"
+              << ", \"h\": [0, 1, 4000000000], \"k\": " << row_major(base, {10, 8, 6}) << "}\n";
   } else {
     std::cerr << "unknown mode " << mode << "\n";
     return 2;

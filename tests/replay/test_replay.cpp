@@ -282,7 +282,7 @@ TEST_F(ReplayTest, DamagedTensorFilesArePerCallErrorsNamingTheFile) {
   auto results = replay();
   ASSERT_EQ(results.size(), 3u);
   EXPECT_EQ(results[0].outcome, Outcome::Error);
-  EXPECT_EQ(results[0].message, truncated + ": truncated: 10 bytes, shorter than the 16-byte prefix");
+  EXPECT_EQ(results[0].message, truncated + ": truncated or not a zip archive: 10 bytes, shorter than a zip's end record");
   EXPECT_EQ(results[1].outcome, Outcome::Error);
   EXPECT_EQ(results[1].message, "cannot open " + missing + ": No such file or directory");
   EXPECT_EQ(results[2].outcome, Outcome::Passed);
@@ -296,9 +296,9 @@ TEST_F(ReplayTest, LinkedOrSpecialTensorFilesArePerCallErrorsNamingTheFile) {
   auto dirs = mate::dump::find_call_dirs(dumps());
   mate::dump::CallRecord c = mate::dump::read_call(dirs[0]);
   const fs::path linked = fs::path(dirs[0]) / c.inputs[0].file;
-  fs::copy_file(linked, root_ / "elsewhere.mtensor");
+  fs::copy_file(linked, root_ / "elsewhere.pt");
   fs::remove(linked);
-  fs::create_symlink(root_ / "elsewhere.mtensor", linked);
+  fs::create_symlink(root_ / "elsewhere.pt", linked);
   mate::dump::CallRecord c2 = mate::dump::read_call(dirs[1]);
   const fs::path fifo = fs::path(dirs[1]) / c2.inputs[0].file;
   fs::remove(fifo);
@@ -310,6 +310,41 @@ TEST_F(ReplayTest, LinkedOrSpecialTensorFilesArePerCallErrorsNamingTheFile) {
   EXPECT_EQ(results[1].outcome, Outcome::Error);
   EXPECT_NE(results[1].message.find(fifo.string() + " is a FIFO, not a regular file"), std::string::npos) << results[1].message;
   EXPECT_EQ(results[2].outcome, Outcome::Passed);
+}
+
+// Dumps written before torch.save's format became the default hold `.mtensor` files
+// ("tensor_format": "mate"): they are still read and replayed.
+TEST_F(ReplayTest, DumpsOfTheEarlierMtensorFormatStillReplay) {
+  run_workload();
+  for (const std::string& dir : mate::dump::find_call_dirs(dumps())) {
+    const mate::dump::CallRecord c = mate::dump::read_call(dir);
+    ASSERT_EQ(c.tensor_format, "torch_save");
+    for (const auto* args : {&c.inputs, &c.outputs}) {
+      for (const auto& a : *args) {
+        if (a.kind != mate::log::Arg::Kind::Tensor) continue;
+        mate::dump::TensorRecord r = mate::dump::load_tensor(c, a);
+        const DLTensor t = r.view_over(reinterpret_cast<std::uintptr_t>(r.data.data()));
+        const std::string pt = dir + "/" + a.file;
+        ASSERT_TRUE(pt.ends_with(".pt")) << pt;
+        ASSERT_TRUE(mate::dump::write_mtensor(pt.substr(0, pt.size() - 3) + ".mtensor", mate::tensor::TensorView(t)).ok());
+        fs::remove(pt);
+      }
+    }
+    edit_call_json(dir, [](nlohmann::json& j) {
+      j["tensor_format"] = "mate";
+      for (const char* phase : {"inputs", "outputs"}) {
+        if (!j.contains(phase)) continue;
+        for (nlohmann::json& a : j[phase]) {
+          if (!a.contains("file")) continue;
+          std::string f = a["file"];
+          a["file"] = f.substr(0, f.size() - 3) + ".mtensor";
+        }
+      }
+    });
+  }
+  auto results = replay();
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) EXPECT_EQ(r.outcome, Outcome::Passed) << mate::replay::format_line(r);
 }
 
 // What an interrupted write leaves, `.<name>.tmp.<pid>` beside the files (and call.json's own
@@ -343,7 +378,7 @@ TEST_F(ReplayTest, ACallKilledWhileWritingItsInputsIsAnErrorSayingSo) {
   fs::remove_all(dir + "/outputs");
   fs::remove_all(dir + "/inputs");
   fs::create_directories(dir + "/inputs");
-  std::ofstream(dir + "/inputs/.00_x.mtensor.tmp.4711") << "MATETNSR";
+  std::ofstream(dir + "/inputs/.00_x.pt.tmp.4711") << "MATETNSR";
   auto results = replay();
   ASSERT_EQ(results.size(), 3u);
   EXPECT_EQ(results[0].outcome, Outcome::Error);
@@ -516,15 +551,15 @@ TEST_F(ReplayTest, ATensorThatWasNotSavedSaysWhyOnce) {
   const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
   edit_call_json(dir, [](nlohmann::json& j) {
     j["status"] = "failed";
-    j["error"] = "write inputs/00_x.mtensor: File too large";
+    j["error"] = "write inputs/00_x.pt: File too large";
     j["inputs"][0].erase("file");
-    j["inputs"][0]["error"] = "not saved: write inputs/00_x.mtensor: File too large";
+    j["inputs"][0]["error"] = "not saved: write inputs/00_x.pt: File too large";
     j.erase("outputs");
   });
   auto results = replay();
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].outcome, Outcome::Error);
-  EXPECT_EQ(results[0].message, "tensor x was not saved: write inputs/00_x.mtensor: File too large");
+  EXPECT_EQ(results[0].message, "tensor x was not saved: write inputs/00_x.pt: File too large");
 }
 
 // A "device" whose memory is host memory, so host kernels can run on it: replay must allocate

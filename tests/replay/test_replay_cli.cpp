@@ -334,6 +334,69 @@ TEST_F(ReplayCli, UsageErrors) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["calls"].size(), 0u) << r.out;
 }
 
+// Whether Debian's interpreter with torch is there (the torch.save-format checks need it).
+bool have_torch() {
+  if (!fs::exists("/usr/bin/python3")) return false;
+  return run({"/usr/bin/python3", "-c", "import torch, numpy"}, {}).exit_code == 0;
+}
+
+// The default dump format is torch.save's: torch.load(weights_only=True) opens every tensor
+// file with its dtype, shape and strides (raw bytes for u32 and a negative stride, restored from
+// call.json), the zips are valid, and replay restores every layout exactly.
+TEST_F(ReplayCli, TorchSaveDumpsOpenWithTorchLoadAndReplayExactly) {
+  auto p = produce("mixed");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const std::string call = mate::dump::find_call_dirs(dumps()).at(0);
+  for (const char* f : {"inputs/00_a.pt", "inputs/01_b.pt", "inputs/02_c.pt", "inputs/07_h.pt", "inputs/08_k.pt", "outputs/00_out.pt"})
+    EXPECT_TRUE(fs::is_regular_file(fs::path(call) / f)) << f;
+  if (have_torch()) {
+    const std::string expected = (root_ / "expected.json").string();
+    std::ofstream(expected) << p.out;
+    auto check = run({"/usr/bin/python3", CHECK_TORCH_LOAD, call, expected}, {});
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+    EXPECT_NE(check.out.find("ok: 9 tensors"), std::string::npos) << check.out;
+  } else {
+    std::cout << "[  NOTE    ] /usr/bin/python3 with torch and numpy not found: torch.load checks skipped\n";
+  }
+  auto r = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sample.mixed  passed"), std::string::npos) << r.out;
+  auto changed = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED});
+  EXPECT_EQ(changed.exit_code, 1) << changed.out;
+  // (the u32 sum, 1.2e10, takes the changed bias within f32 tolerance: 8 of 9 differ)
+  EXPECT_NE(changed.out.find("sample.mixed  mismatch: out: 8 of 9 elements differ"), std::string::npos) << changed.out;
+}
+
+// A damaged .pt file is that call's error, naming the file and the damage.
+TEST_F(ReplayCli, DamagedTorchSaveFilesAreClearErrors) {
+  ASSERT_EQ(produce("mixed").exit_code, 0);
+  const fs::path call = mate::dump::find_call_dirs(dumps()).at(0);
+  auto expect_error = [&](const fs::path& file, const std::string& what) {
+    auto r = replay({"--dir", call.string(), "--lib", SAMPLE_LIB});
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("sample.mixed  error: " + file.string() + ": " + what), std::string::npos) << r.out;
+  };
+  // One byte of the stored data flipped: the CRC-32 says so.
+  const fs::path a = call / "inputs/00_a.pt";
+  std::string bytes;
+  {
+    std::ifstream in(a, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string original = bytes;
+  const std::size_t data = bytes.find(std::string("\x00\x00\x80\xbf", 4));  // -1.0f, the first value
+  ASSERT_NE(data, std::string::npos);
+  bytes[data + 3] = 0x3f;
+  std::ofstream(a, std::ios::binary | std::ios::trunc) << bytes;
+  expect_error(a, "entry archive/data/0: CRC-32 mismatch (the data is corrupt)");
+  // Cut short: no end record any more.
+  std::ofstream(a, std::ios::binary | std::ios::trunc) << original.substr(0, original.size() - 30);
+  expect_error(a, "truncated or not a zip archive (no end of central directory record)");
+  // Not a zip at all (an .mtensor, say).
+  std::ofstream(a, std::ios::binary | std::ios::trunc) << "MATETNSR";
+  expect_error(a, "truncated or not a zip archive: 8 bytes, shorter than a zip's end record");
+}
+
 #ifdef MATE_REPLAY_HAVE_GUARD
 // The last "done when": a call that wrote out of bounds, replayed on guarded memory,
 // dies with the guard's report naming the overflow.

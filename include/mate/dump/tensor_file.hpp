@@ -1,7 +1,12 @@
 // mate/dump/tensor_file.hpp — the tensor files of level-10 dumps: writing and reading them.
 //
-// Two formats (docs/reference/dump-format.md specifies both byte by byte):
-//  * MATE's default `.mtensor` file, one tensor per file: an 8-byte magic, a little-endian
+// Three formats (docs/reference/dump-format.md specifies them byte by byte):
+//  * the default `.pt` file, one tensor per file, in torch.save's zip format: `torch.load` opens it
+//    (weights_only=True too) and gets the tensor with its dtype, shape and strides; the stored
+//    bytes are exactly those the tensor touches. A dtype or layout torch cannot express (fp8,
+//    unsigned 16/32/64-bit, negative strides) is stored as a 1-D uint8 tensor of those bytes, its
+//    true layout in call.json.
+//  * the earlier default `.mtensor` file (still read), one tensor per file: an 8-byte magic, a little-endian
 //    header length, a JSON header (dtype, shape, strides, byte offset, device, where the stored
 //    bytes start), then the bytes the tensor touches, exactly as they lie in memory. Strides,
 //    storage offset and gaps are preserved, so replay rebuilds the exact layout.
@@ -74,6 +79,22 @@ WriteResult write_mtensor(const std::string& path, const tensor::TensorView& t, 
 // Parses a `.mtensor` file's content. Throws DumpError (the message names `what`).
 TensorRecord parse_mtensor(std::string_view bytes, std::string_view what = "tensor file");
 TensorRecord read_mtensor(const std::string& path);
+
+// torch.save's format (`.pt`): the size of the file for `t`, and writing it to a new file `path`.
+std::uint64_t torch_save_file_size(const tensor::TensorView& t);
+WriteResult write_torch_save(const std::string& path, const tensor::TensorView& t, const ReadOptions& options = {});
+// Whether a `.pt` file stores `t` as a torch tensor of its own dtype and strides (else as raw
+// bytes, a 1-D uint8 tensor of its extent).
+bool torch_expresses(const tensor::TensorView& t);
+// Reads a torch.save file holding one tensor (MATE's, or torch.save's of one CPU tensor): its
+// layout as the pickle gives it (device from the storage's location, byte_offset 0) and the bytes
+// it touches. A raw-bytes file reads as the uint8 tensor it is. Throws DumpError.
+TensorRecord parse_torch_save(std::string_view bytes, std::string_view what = "torch.save file");
+TensorRecord read_torch_save(const std::string& path);
+// A tensor of a dump read from its `.pt` file with the layout call.json recorded for it
+// (`recorded`): a raw-bytes file becomes the recorded dtype, shape and strides again; byte offset
+// and device are the recorded ones. Throws DumpError when the file does not hold that tensor.
+TensorRecord with_recorded_layout(TensorRecord stored, const tensor::TensorView& recorded, std::string_view what);
 
 // safetensors: one file holding several named tensors as contiguous copies.
 struct NamedTensor {
