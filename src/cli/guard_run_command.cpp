@@ -1,6 +1,7 @@
 // `mate guard-run [--mode tail|head] [--log-allocations] [--no-sync-on-free] [--no-backtraces]
-//  -- CMD ARGS...`:
+//  [--report-file PATH] -- CMD ARGS...`:
 // runs CMD with the guarded allocator installed before its first allocation.
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,22 @@ namespace mate::cli {
 
 namespace {
 
+// --report-file's path, absolute (the program may change directory before it crashes); its
+// directory must exist, unless %i is part of it (then it differs for every process).
+std::string report_file_path(const std::string& given) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path path = fs::absolute(given, ec);
+  if (ec) throw CLI::ValidationError("--report-file", "cannot make '" + given + "' an absolute path: " + ec.message());
+  const fs::path directory = path.parent_path();
+  if (directory.string().find("%i") == std::string::npos && !fs::is_directory(directory, ec))
+    throw CLI::ValidationError("--report-file", "the directory of '" + given + "' (" + directory.string() +
+                                                    ") does not exist; give a path in an existing directory");
+  if (fs::is_directory(path, ec))
+    throw CLI::ValidationError("--report-file", "'" + given + "' is a directory; give a file path");
+  return path.string();
+}
+
 void add_guard_run_command(CLI::App& app, int& exit_code) {
   struct Flags {
     std::string mode = "tail";
@@ -20,6 +37,7 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
     bool no_sync_on_free = false;
     bool no_backtraces = false;
     std::vector<std::string> command;
+    std::string report_file;
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
@@ -31,6 +49,9 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-backtraces", flags->no_backtraces,
                 "Record no allocation/free backtraces: faster and lighter, reports without stacks "
                 "(MATE_GUARD_BACKTRACES=0)");
+  cmd->add_option("--report-file", flags->report_file,
+                  "Also write the guard's reports to this file (%i: the process ID; created 0600, appended to). "
+                  "They still go to the stderr the program started with");
   // Options end at the program's name (program_arguments.hpp): what follows is the program's.
   cmd->add_option("command", flags->command, "The program and its arguments (after -- or the first word that is no option)")
       ->required()->expected(-1);
@@ -45,6 +66,7 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
     options.sync_on_free = !flags->no_sync_on_free;
     options.log_allocations = flags->log_allocations;
     options.backtraces = !flags->no_backtraces;  // else MATE_GUARD_BACKTRACES reaches the child as set
+    if (!flags->report_file.empty()) options.report_file = report_file_path(flags->report_file);
     exit_code = guard::run_guarded(flags->command, options);
   });
 }

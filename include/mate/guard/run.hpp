@@ -19,6 +19,9 @@ struct GuardRunOptions {
   bool sync_on_free = true;
   bool log_allocations = false;
   bool backtraces = true;  // false: MATE_GUARD_BACKTRACES=0 in the child
+  // --report-file: an absolute path ("%i" = the process ID) given to the child as
+  // MATE_GUARD_REPORT_FILE, replacing one set in the environment; empty: the environment's.
+  std::string report_file;
 };
 
 // The preload library next to this program (build tree or installed tree). Throws GuardError

@@ -73,6 +73,7 @@ std::vector<std::string> guarded_environment(char** base, const std::string& pre
     std::string name = entry.substr(0, entry.find('='));
     if (name.rfind("MATE_GUARD_ALLOCATOR_", 0) == 0) continue;  // ours to set
     if (name == "MATE_GUARD_BACKTRACES" && !options.backtraces) continue;  // --no-backtraces wins
+    if (name == "MATE_GUARD_REPORT_FILE" && !options.report_file.empty()) continue;  // --report-file wins
     if (name == "LD_PRELOAD") {
       std::string rest = entry.substr(name.size() + 1);
       if (!rest.empty()) ld_preload += ":" + rest;
@@ -88,6 +89,7 @@ std::vector<std::string> guarded_environment(char** base, const std::string& pre
   env.push_back(std::string("MATE_GUARD_ALLOCATOR_SYNC_ON_FREE=") + (options.sync_on_free ? "1" : "0"));
   env.push_back(std::string("MATE_GUARD_ALLOCATOR_LOG_ALLOCATIONS=") + (options.log_allocations ? "1" : "0"));
   if (!options.backtraces) env.push_back("MATE_GUARD_BACKTRACES=0");
+  if (!options.report_file.empty()) env.push_back("MATE_GUARD_REPORT_FILE=" + options.report_file);
   // A framework's caching allocator would hide each tensor's bounds from the guard: off, for every
   // vendor, unless the user set it.
   for (std::size_t v = 0; v < device::vendors().size(); ++v)
