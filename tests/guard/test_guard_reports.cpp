@@ -259,6 +259,11 @@ TEST_F(GuardReportsUnderPytest, PytestWithDefaultOptionsShowsTheReportAndTheTest
   options.cwd = dir.path;
   auto r = run({MATE_BINARY, "guard-run", "--", kSystemPython, "-m", "pytest", "test_overflow.py"}, options);
   expect_report_and_test_id(r);
+  // Then pytest's faulthandler, the program's handler, prints the Python traceback.
+  const auto traceback = r.err.find("Fatal Python error: Segmentation fault");
+  ASSERT_NE(traceback, std::string::npos) << r.err;
+  EXPECT_GT(traceback, r.err.find("mate guard: overflow"));
+  EXPECT_THAT(r.err.substr(traceback), HasSubstr("in test_numpy_overflow")) << r.err;
 }
 
 TEST_F(GuardReportsUnderPytest, PytestWithoutFaulthandlerShowsTheReportAndTheTest) {
