@@ -26,6 +26,15 @@ __attribute__((noinline)) void write_one_past_the_end(char* p, std::size_t n) {
   asm volatile("" ::: "memory");
 }
 
+// A frame that realigns its stack (a 64-byte aligned local): its unwind rule is a DWARF
+// expression, which the table unwinder leaves to the C++ unwinder.
+__attribute__((noinline)) void write_past_from_a_realigned_frame(char* p, std::size_t n) {
+  alignas(64) volatile char local[64];
+  local[0] = 1;
+  p[n] = local[0];
+  asm volatile("" ::: "memory");
+}
+
 __attribute__((noinline)) void write_before_the_start(char* p) {
   p[-4] = 1;
   asm volatile("" ::: "memory");
@@ -79,7 +88,7 @@ void make_page_accessible(int, siginfo_t* info, void*) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: report_child past|use_after_free|canary|own_handler_exits|own_handler_returns|"
+               "usage: report_child past|past_from_realigned_frame|past_on_small_signal_stack|use_after_free|canary|own_handler_exits|own_handler_returns|"
                "signal_returns|own_fault|redirected_stderr FILE|library LIBRARY|pid_then_past\n");
   return 2;
 }
@@ -90,6 +99,25 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage();
   const std::string mode = argv[1];
   if (mode == "past") {
+    char* p = allocate_buffer(4096);
+    write_one_past_the_end(p, 4096);
+    return 0;
+  }
+  if (mode == "past_from_realigned_frame") {
+    char* p = allocate_buffer(4096);
+    write_past_from_a_realigned_frame(p, 4096);
+    return 0;
+  }
+  if (mode == "past_on_small_signal_stack") {
+    // An 8 KiB alternate signal stack with an inaccessible page below it, as Rust gives every
+    // thread: the report must not overflow it.
+    constexpr std::size_t kSize = 8192;
+    auto* base = static_cast<char*>(mmap(nullptr, kSize + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base == MAP_FAILED || mprotect(base, 4096, PROT_NONE) != 0) return 3;
+    stack_t stack{};
+    stack.ss_sp = base + 4096;
+    stack.ss_size = kSize;
+    if (sigaltstack(&stack, nullptr) != 0) return 3;
     char* p = allocate_buffer(4096);
     write_one_past_the_end(p, 4096);
     return 0;

@@ -86,6 +86,27 @@ TEST_F(GuardReports, TheAccessStackNamesTheWritingFunctionFirst) {
       << unsymbolized.err;
 }
 
+// A faulting frame the table unwinder does not handle (stack realignment): the C++ unwinder walks
+// through the signal frame and the stack the report runs on, and gives the same frames.
+TEST_F(GuardReports, TheAccessStackCrossesFramesTheTableWalkLeavesToTheCxxUnwinder) {
+  auto r = run({MATE_BINARY, "guard-run", "--", MATE_REPORT_CHILD, "past_from_realigned_frame"});
+  EXPECT_EQ(r.exit_code, 128 + 11) << r.err;
+  const auto frames = frames_after(r.err, "  accessed by thread");
+  ASSERT_GE(frames.size(), 2u) << r.err;
+  EXPECT_THAT(frames[0], HasSubstr("write_past_from_a_realigned_frame")) << r.err;
+  EXPECT_THAT(frames[1], HasSubstr(" in main at ")) << r.err;
+}
+
+// The handler runs on the thread's alternate signal stack when it has one; the report does not
+// overflow a small one.
+TEST_F(GuardReports, TheWholeReportFitsASmallAlternateSignalStack) {
+  auto r = run({MATE_BINARY, "guard-run", "--", MATE_REPORT_CHILD, "past_on_small_signal_stack"});
+  EXPECT_EQ(r.exit_code, 128 + 11) << r.err;
+  EXPECT_THAT(first_frame(r.err, "  accessed by thread"), HasSubstr("write_one_past_the_end")) << r.err;
+  EXPECT_THAT(first_frame(r.err, "  allocated by thread"), HasSubstr("allocate_buffer")) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("mate guard: the tail mode guard region caught the first invalid access past the end"));
+}
+
 TEST_F(GuardReports, AUseAfterFreeShowsTheAccessTheAllocationAndTheFree) {
   auto r = run({MATE_BINARY, "guard-run", "--", MATE_REPORT_CHILD, "use_after_free"});
   EXPECT_EQ(r.exit_code, 128 + 11) << r.err;

@@ -127,6 +127,70 @@ void report(int sig, std::uintptr_t address, const StackDepot& depot, const Slot
   }
 }
 
+// The report runs on a stack of its own: the handler may be on a small alternate signal stack
+// (8 KiB is common: Rust sets one up on every thread), and the stack walk, the symbol-table reads
+// and the symbolizer's child need more. 64 KiB of untouched .bss until a report; one report at a
+// time (a second thread reporting at once stays on its own stack).
+struct ReportArguments {
+  int sig;
+  std::uintptr_t address;
+  const StackDepot* depot;
+  const Slot* slot;
+  Description description;
+  const char* backend;
+  void* context;
+};
+
+void report_with(void* arg) {
+  const auto* a = static_cast<const ReportArguments*>(arg);
+  report(a->sig, a->address, *a->depot, *a->slot, a->description, a->backend, a->context);
+}
+
+#if defined(__x86_64__) && defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+constexpr std::size_t kReportStackBytes = 64 * 1024;
+alignas(64) unsigned char g_report_stack[kReportStackBytes];
+constinit std::atomic<bool> g_report_stack_busy{false};
+
+extern "C" void mate_guard_call_on_stack(void (*fn)(void*), void* arg, void* stack_top);
+// fn(arg) with the stack pointer at stack_top (16-byte aligned). The frame keeps the caller's
+// stack pointer in rbp, and its CFI says so, so that unwinding (the C++ unwinder's walk through
+// the handler to the signal frame) crosses back to the original stack.
+asm(R"(
+  .text
+  .p2align 4
+  .type mate_guard_call_on_stack, @function
+mate_guard_call_on_stack:
+  .cfi_startproc
+  push %rbp
+  .cfi_def_cfa_offset 16
+  .cfi_offset %rbp, -16
+  mov %rsp, %rbp
+  .cfi_def_cfa_register %rbp
+  mov %rdx, %rsp
+  mov %rdi, %rax
+  mov %rsi, %rdi
+  call *%rax
+  mov %rbp, %rsp
+  pop %rbp
+  .cfi_def_cfa %rsp, 8
+  ret
+  .cfi_endproc
+  .size mate_guard_call_on_stack, .-mate_guard_call_on_stack
+)");
+
+void report_on_own_stack(ReportArguments* a) noexcept {
+  if (g_report_stack_busy.exchange(true, std::memory_order_acquire)) {
+    report_with(a);
+    return;
+  }
+  mate_guard_call_on_stack(report_with, a, g_report_stack + kReportStackBytes);
+  g_report_stack_busy.store(false, std::memory_order_release);
+}
+#else
+// Sanitizers track the stack they run on (a switch needs their fiber calls): the handler's own.
+void report_on_own_stack(ReportArguments* a) noexcept { report_with(a); }
+#endif
+
 // A SIGSEGV/SIGBUS sent with kill, raise, tgkill or sigqueue rather than raised by an access:
 // si_addr means nothing then, and returning re-executes no faulting instruction.
 bool sent_by_a_process(const siginfo_t* info) noexcept { return info->si_code <= 0; }
@@ -172,7 +236,10 @@ void on_fault(int sig, siginfo_t* info, void* context) {
       backend = regs[i].allocator->backend().name();
     }
   }
-  if (have_best) report(sig, address, *best_depot, best, describe_slot(best, address, best_outside), backend, context);
+  if (have_best) {
+    ReportArguments a{sig, address, best_depot, &best, describe_slot(best, address, best_outside), backend, context};
+    report_on_own_stack(&a);
+  }
   // A fault outside every guarded range is the program's own (a runtime may fault on purpose):
   // its handler gets it untouched. After a report the program's handler runs too (Python's
   // faulthandler prints its traceback); either way, if it returns, or there is none, the
