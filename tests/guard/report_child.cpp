@@ -26,14 +26,35 @@ __attribute__((noinline)) void write_one_past_the_end(char* p, std::size_t n) {
   asm volatile("" ::: "memory");
 }
 
-// A frame that realigns its stack (a 64-byte aligned local): its unwind rule is a DWARF
-// expression, which the table unwinder leaves to the C++ unwinder.
-__attribute__((noinline)) void write_past_from_a_realigned_frame(char* p, std::size_t n) {
-  alignas(64) volatile char local[64];
-  local[0] = 1;
-  p[n] = local[0];
-  asm volatile("" ::: "memory");
-}
+}  // namespace
+
+// A frame whose unwind rule the table unwinder does not handle (its frame address kept in r12,
+// as code with unusual frames has it), so that the access stack comes from the C++ unwinder: it
+// writes the byte at p.
+extern "C" void report_child_write_with_odd_frame(char* p);
+asm(R"(
+  .text
+  .p2align 4
+  .globl report_child_write_with_odd_frame
+  .type report_child_write_with_odd_frame, @function
+report_child_write_with_odd_frame:
+  .cfi_startproc
+  push %r12
+  .cfi_def_cfa_offset 16
+  .cfi_offset %r12, -16
+  mov %rsp, %r12
+  .cfi_def_cfa_register %r12
+  movb $1, (%rdi)
+  .cfi_def_cfa_register %rsp
+  pop %r12
+  .cfi_restore %r12
+  .cfi_def_cfa_offset 8
+  ret
+  .cfi_endproc
+  .size report_child_write_with_odd_frame, .-report_child_write_with_odd_frame
+)");
+
+namespace {
 
 __attribute__((noinline)) void write_before_the_start(char* p) {
   p[-4] = 1;
@@ -88,7 +109,7 @@ void make_page_accessible(int, siginfo_t* info, void*) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: report_child past|past_from_realigned_frame|past_on_small_signal_stack|use_after_free|canary|own_handler_exits|own_handler_returns|"
+               "usage: report_child past|past_from_odd_frame|past_on_small_signal_stack|use_after_free|canary|own_handler_exits|own_handler_returns|"
                "signal_returns|own_fault|redirected_stderr FILE|library LIBRARY|pid_then_past\n");
   return 2;
 }
@@ -103,9 +124,9 @@ int main(int argc, char** argv) {
     write_one_past_the_end(p, 4096);
     return 0;
   }
-  if (mode == "past_from_realigned_frame") {
+  if (mode == "past_from_odd_frame") {
     char* p = allocate_buffer(4096);
-    write_past_from_a_realigned_frame(p, 4096);
+    report_child_write_with_odd_frame(p + 4096);
     return 0;
   }
   if (mode == "past_on_small_signal_stack") {
