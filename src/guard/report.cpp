@@ -38,6 +38,9 @@ ReportWriter& ReportWriter::byte(unsigned char b) noexcept {
   return chr("0123456789abcdef"[b & 15]);
 }
 
+namespace {
+
+// Every real descriptor behind `fd` (report_output.hpp) gets all the bytes.
 void write_all(int fd, const char* bytes, std::size_t size) noexcept {
   const int saved_errno = errno;  // a log line from malloc must not change what the program sees
   int fds[2];
@@ -53,6 +56,8 @@ void write_all(int fd, const char* bytes, std::size_t size) noexcept {
   }
   errno = saved_errno;
 }
+
+}  // namespace
 
 void ReportWriter::flush() noexcept {
   write_all(fd_, buffer_, used_);
