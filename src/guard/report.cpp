@@ -121,8 +121,8 @@ void write_program_context(int fd) noexcept {
   int fds[2];
   const int n = report_fds(fd, fds);
   for (int i = 0; i < n; ++i) core::write_crash_context(fds[i]);
-  // pytest keeps the test running in its environment, with os.environ (so the C environment
-  // too). Read without getenv (not async-signal-safe): config::raw_env_in_signal_handler.
+  // pytest keeps the test running in the process's environment (Python's os module sets the C
+  // library's too); read with the registry's signal-safe reader.
   const char* test = config::raw_env_in_signal_handler(config::Var::PYTEST_CURRENT_TEST);
   if (test != nullptr && test[0] != '\0') {
     ReportWriter w(fd);
