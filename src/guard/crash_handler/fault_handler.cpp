@@ -159,6 +159,7 @@ asm(R"(
   .text
   .p2align 4
   .type mate_guard_call_on_stack, @function
+  .hidden mate_guard_call_on_stack
 mate_guard_call_on_stack:
   .cfi_startproc
   push %rbp
