@@ -100,6 +100,11 @@ Value get(Var v);
 // Reads the environment without allocating, for code that runs before malloc is usable
 // (the guard allocator's preload shim). Returns nullptr when unset. No override applies.
 const char* raw_env_unsafe(Var v) noexcept;
+// The same for code that runs in a signal handler (the guard's fault reports): walks the
+// environment array itself, as the C library's lookup (not on POSIX's async-signal-safe list) would. A thread changing
+// the environment at that moment (setenv may move the array) is the one race left; the
+// faulting thread itself is not in setenv.
+const char* raw_env_in_signal_handler(Var v) noexcept;
 
 // The value of a Bool, Int or Enum variable, parsed by the same rules as parse() without
 // allocating or throwing: what the guard's preload library reads at start-up, where every page

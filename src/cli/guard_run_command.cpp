@@ -1,6 +1,7 @@
 // `mate guard-run [--mode tail|head|auto] [--log-allocations] [--no-sync-on-free] [--no-backtraces]
-//  [--align N] [--summary] -- CMD ARGS...`:
+//  [--align N] [--summary] [--report-file PATH] -- CMD ARGS...`:
 // runs CMD with the guarded allocator installed before its first allocation.
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,22 @@ namespace mate::cli {
 
 namespace {
 
+// --report-file's path, absolute (the program may change directory before it crashes); its
+// directory must exist, unless %i is part of it (then it differs for every process).
+std::string report_file_path(const std::string& given) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path path = fs::absolute(given, ec);
+  if (ec) throw CLI::ValidationError("--report-file", "cannot make '" + given + "' an absolute path: " + ec.message());
+  const fs::path directory = path.parent_path();
+  if (directory.string().find("%i") == std::string::npos && !fs::is_directory(directory, ec))
+    throw CLI::ValidationError("--report-file", "the directory of '" + given + "' (" + directory.string() +
+                                                    ") does not exist; give a path in an existing directory");
+  if (fs::is_directory(path, ec))
+    throw CLI::ValidationError("--report-file", "'" + given + "' is a directory; give a file path");
+  return path.string();
+}
+
 void add_guard_run_command(CLI::App& app, int& exit_code) {
   struct Flags {
     std::string mode = "tail";
@@ -23,6 +40,7 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
     // The map-entry policy's and the workflow's options (issue 20).
     std::size_t align = 0;
     bool summary = false;
+    std::string report_file;
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
@@ -58,6 +76,9 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--summary", flags->summary,
                 "At exit, one line on stderr: how many allocations were guarded (and their MiB), how many not "
                 "and why (implied by --log-allocations)");
+  cmd->add_option("--report-file", flags->report_file,
+                  "Also write the guard's reports to this file (%i: the process ID; created 0600, appended to). "
+                  "They still go to the stderr the program started with");
   // Options end at the program's name (program_arguments.hpp): what follows is the program's.
   cmd->add_option("command", flags->command, "The program and its arguments (after -- or the first word that is no option)")
       ->required()->expected(-1);
@@ -77,6 +98,7 @@ void add_guard_run_command(CLI::App& app, int& exit_code) {
     (void)config::guard_small_bytes();
     options.align = flags->align;
     options.summary = flags->summary || flags->log_allocations;
+    if (!flags->report_file.empty()) options.report_file = report_file_path(flags->report_file);
     exit_code = flags->mode == "auto" ? guard::run_guarded_auto(flags->command, options)
                                       : guard::run_guarded(flags->command, options);
   });

@@ -209,7 +209,7 @@ std::string render_markdown() {
       {Category::Public, "Public"},
       {Category::Internal, "Internal (set by MATE itself, e.g. `mate guard-run`)"},
       {Category::TestOnly, "Test-only and diagnostic"},
-      {Category::External, "Common build variables MATE honours"}};
+      {Category::External, "Variables of other programs MATE reads"}};
   for (auto [category, title] : sections) {
     out += fmt::format("\n## {}\n\n", title);
     out += "| Variable | Type | Default | Accepts | Read | Meaning |\n";

@@ -11,6 +11,8 @@
 #include "scalar_rules.hpp"
 #include "mate/config.hpp"
 
+extern char** environ;
+
 namespace mate::config {
 
 namespace {
@@ -172,6 +174,17 @@ Value get(Var id) {
 const char* raw_env_unsafe(Var v) noexcept {
   // The names are string literals from the table, so c_str() is not needed (no allocation).
   return std::getenv(info(v).name.data());
+}
+
+const char* raw_env_in_signal_handler(Var v) noexcept {
+  const std::string_view name = info(v).name;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* entry = *e;
+    std::size_t i = 0;
+    while (i < name.size() && entry[i] == name[i]) ++i;
+    if (i == name.size() && entry[i] == '=') return entry + i + 1;
+  }
+  return nullptr;
 }
 
 ScopedOverride::ScopedOverride(Var v, std::optional<std::string> value) : var_(v) {

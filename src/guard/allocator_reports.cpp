@@ -74,8 +74,11 @@ void report_canary(const StackDepot& depot, const Slot& s, const char* backend, 
     }
     w.chr('\n');
   }
+  // The free that found it (the stack of the call to free), then where the allocation was made.
+  // (A free sets free_tid; check_all() checks live allocations, which have none.)
+  if (s.free_tid != 0) write_stack(kStderr, "freed", depot, s.free_stack, s.free_tid);
   write_stack(kStderr, "allocated", depot, s.alloc_stack, s.alloc_tid);
-  core::write_crash_context(kStderr);
+  write_program_context(kStderr);
 }
 
 }  // namespace
@@ -168,7 +171,7 @@ FreeResult GuardAllocator::report_double_free(std::uintptr_t ptr, const Slot& fr
   write_frames(kStderr, "this free, called", frames, frame_count, gettid());
   write_stack(kStderr, "first freed", table_->depot, freed.free_stack, freed.free_tid);
   write_stack(kStderr, "allocated", table_->depot, freed.alloc_stack, freed.alloc_tid);
-  core::write_crash_context(kStderr);
+  write_program_context(kStderr);
   if (config_.on_corruption == OnCorruption::Abort) stop();
   return FreeResult::DoubleFree;
 }
@@ -235,7 +238,7 @@ void GuardAllocator::report_invalid_pointer(std::uintptr_t ptr, const char* oper
     w.chr('\n');
   }
   write_frames(kStderr, std::strcmp(operation, "free") == 0 ? "freed" : "called", frames, frame_count, gettid());
-  core::write_crash_context(kStderr);
+  write_program_context(kStderr);
   if (config_.on_corruption == OnCorruption::Abort) stop();
 }
 

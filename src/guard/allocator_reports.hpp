@@ -7,12 +7,15 @@
 #include <cstdint>
 
 #include "guard/report.hpp"
+#include "guard/report_output.hpp"
 #include "guard/slot_table.hpp"
 #include "mate/device/backend.hpp"
 
 namespace mate::guard {
 
-inline constexpr int kStderr = 2;
+// The guard's output: the program's stderr as it was at start-up and the report file
+// (report_output.hpp).
+inline constexpr int kStderr = kReportOutput;
 
 // The canary ranges of a live allocation: before the user pointer and after its end.
 struct CanaryRanges {

@@ -8,6 +8,7 @@
 
 #include "mate/guard/allocator.hpp"
 #include "report.hpp"
+#include "guard/report_output.hpp"
 
 namespace mate::guard {
 
@@ -44,7 +45,7 @@ std::size_t write_recent_ranges(int fd) noexcept {
 bool report_illegal_address(int code, const char* where) noexcept {
   static std::atomic<bool> said{false};
   if (code != kIllegalAddressError || said.exchange(true)) return false;
-  constexpr int kStderr = 2;
+  constexpr int kStderr = kReportOutput;  // the program's stderr from start-up, and the report file
   {
     ReportWriter w(kStderr);
     w.str("mate guard: device fault: ").str(where != nullptr ? where : "synchronize")

@@ -5,9 +5,13 @@
 #include <execinfo.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
+#include "mate/config.hpp"
+#include "mate/core/crash_context.hpp"
 #include "mate/core/signal_safe_format.hpp"
+#include "guard/report_output.hpp"
 #include "guard/stack/symbolize.hpp"
 
 namespace mate::guard {
@@ -34,13 +38,29 @@ ReportWriter& ReportWriter::byte(unsigned char b) noexcept {
   return chr("0123456789abcdef"[b & 15]);
 }
 
-void ReportWriter::flush() noexcept {
-  std::size_t done = 0;
-  while (done < used_) {
-    ssize_t n = ::write(fd_, buffer_ + done, used_ - done);
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
+namespace {
+
+// Every real descriptor behind `fd` (report_output.hpp) gets all the bytes.
+void write_all(int fd, const char* bytes, std::size_t size) noexcept {
+  const int saved_errno = errno;  // a log line from malloc must not change what the program sees
+  int fds[2];
+  const int count = report_fds(fd, fds);
+  for (int i = 0; i < count; ++i) {
+    std::size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::write(fds[i], bytes + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
   }
+  errno = saved_errno;
+}
+
+}  // namespace
+
+void ReportWriter::flush() noexcept {
+  write_all(fd_, buffer_, used_);
   used_ = 0;
 }
 
@@ -79,16 +99,37 @@ void write_place(ReportWriter& w, const Description& d) noexcept {
   write_range(w, d.user, d.size);
 }
 
-void write_frames(int fd, const char* title, void* const* frames, int count, pid_t tid) noexcept {
+void write_frames(int fd, const char* title, void* const* frames, int count, pid_t tid, bool first_is_exact,
+                  const char* thread_name) noexcept {
   {
     ReportWriter w(fd);
     w.str("  ").str(title).str(" by thread ").dec(static_cast<std::uint64_t>(tid));
+    if (thread_name != nullptr && thread_name[0] != '\0') w.str(" (").str(thread_name).chr(')');
     if (count == 0) w.str(": no backtrace (backtraces are off, or the depot of distinct stacks is full)");
     w.chr('\n');
   }
   // Function, file and line when addr2line can say; else backtrace_symbols_fd's
   // "module(function+offset) [address]" lines (dynamic symbols only), written without malloc.
-  if (count > 0 && !write_symbolized_frames(fd, frames, count)) backtrace_symbols_fd(frames, count, fd);
+  if (count > 0 && !write_symbolized_frames(fd, frames, count, first_is_exact)) {
+    int fds[2];
+    const int n = report_fds(fd, fds);
+    for (int i = 0; i < n; ++i) backtrace_symbols_fd(frames, count, fds[i]);
+  }
+}
+
+void write_program_context(int fd) noexcept {
+  int fds[2];
+  const int n = report_fds(fd, fds);
+  for (int i = 0; i < n; ++i) core::write_crash_context(fds[i]);
+  // pytest keeps the test running in the process's environment (Python's os module sets the C
+  // library's too); read with the registry's signal-safe reader.
+  const char* test = config::raw_env_in_signal_handler(config::Var::PYTEST_CURRENT_TEST);
+  if (test != nullptr && test[0] != '\0') {
+    ReportWriter w(fd);
+    w.str("  pytest test: ");
+    for (int i = 0; test[i] != '\0' && i < 1024; ++i) w.chr(test[i]);
+    w.chr('\n');
+  }
 }
 
 void write_stack(int fd, const char* title, const StackDepot& depot, std::uint32_t handle, pid_t tid) noexcept {

@@ -40,10 +40,19 @@ void write_offset(ReportWriter& w, const Description& d) noexcept;
 // end of <live|freed> allocation #id of N bytes at [user, user+n)" (invalid-free reports and
 // write_description).
 void write_place(ReportWriter& w, const Description& d) noexcept;
-// One backtrace, symbolized with backtrace_symbols_fd.
-void write_frames(int fd, const char* title, void* const* frames, int count, pid_t tid) noexcept;
+// One backtrace under "  <title> by thread <tid>[ (<thread_name>)]", symbolized (symbolize.hpp),
+// else as backtrace_symbols_fd prints it. frames[0] is the faulting instruction when
+// `first_is_exact` (an access stack), else a return address like the others. `fd` may be
+// kReportOutput (report_output.hpp).
+void write_frames(int fd, const char* title, void* const* frames, int count, pid_t tid, bool first_is_exact = false,
+                  const char* thread_name = nullptr) noexcept;
 // The same for a backtrace stored in `depot` (handle 0: none).
 void write_stack(int fd, const char* title, const StackDepot& depot, std::uint32_t handle, pid_t tid) noexcept;
+
+// What places a report in the program's run, after its backtraces: the MATE API call in flight
+// on this thread (crash-context providers, mate/core/crash_context.hpp) and the pytest test
+// running ("  pytest test: tests/test_x.py::test_y (call)", from PYTEST_CURRENT_TEST).
+void write_program_context(int fd) noexcept;
 
 // The mode to rerun with when the canary (deferred) side of `mode` caught something.
 inline Mode other_mode(Mode m) noexcept { return m == Mode::Tail ? Mode::Head : Mode::Tail; }

@@ -95,3 +95,21 @@ def test_a_function_gone_from_the_code_is_a_clear_error(run_python, run_mate_mod
     p = run_mate_module("replay", "--dir", str(dumps), "--filter", "mylib.*")
     assert p.returncode == 1
     assert "mylib:ops.rms: rms not found (has the code changed since the dump?)" in p.stdout
+
+
+def test_dumped_tensors_open_with_torch_load_keeping_their_strides(run_python, tmp_path):
+    dumps = dump(run_python, tmp_path)
+    [call] = glob.glob(str(dumps / "*_scaled_add"))
+    record = json.load(open(os.path.join(call, "call.json")))
+    assert record["tensor_format"] == "torch_save"
+    y = next(a for a in record["inputs"] if a["name"] == "y")
+    p = run_python(f"""
+        import torch, zipfile
+        path = {os.path.join(call, y["file"])!r}
+        t = torch.load(path, weights_only=True)
+        print(tuple(t.shape), t.stride(), t.is_contiguous(), bool((t == torch.ones(3, 2).t()).all()))
+        print(zipfile.ZipFile(path).testzip())
+    """, script_name="load.py")
+    shape_line, crc_line = p.stdout.splitlines()
+    assert shape_line == "(2, 3) (1, 2) False True"
+    assert crc_line == "None"

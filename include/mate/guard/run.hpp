@@ -25,6 +25,9 @@ struct GuardRunOptions {
   std::size_t align = 0;
   bool summary = false;  // --summary: the guarded / not guarded counts at exit
   int outcome_fd = -1;   // where the child writes canary findings (--mode auto)
+  // --report-file: an absolute path ("%i" = the process ID) given to the child as
+  // MATE_GUARD_REPORT_FILE, replacing one set in the environment; empty: the environment's.
+  std::string report_file;
 };
 
 // `mate guard-run --mode auto`: runs in tail mode; when that run ends with a canary found

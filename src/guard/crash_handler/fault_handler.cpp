@@ -1,10 +1,17 @@
-// The crash handler: SIGSEGV/SIGBUS in a guard region or a quarantined range becomes one report,
-// then the process dies of the original signal; faults elsewhere go to the previous handler.
+// The crash handler: SIGSEGV/SIGBUS in a guard region or a quarantined range becomes one report
+// (the access stack, then where the allocation was made and freed), then the program's own
+// handler runs, and the process dies of the original signal if that handler returns. Faults
+// elsewhere, and the signals a process sends, go to the program's handler untouched.
 // Installed by install_fault_handler() (install_guard_allocator() calls it), never by a
 // GuardAllocator's constructor.
 //
+// The program's handler is the one installed before the guard's, or under `mate guard-run` the
+// one the program installs at any time since: the preload keeps it aside instead of letting it
+// replace the guard's (program_signal_actions.hpp, preload/preload_signals.cpp).
+//
 // Async-signal-safe: the handler reads the slot tables without locks (a crashing thread may hold
-// one, guard/lookup.hpp), formats with ReportWriter and symbolizes with backtrace_symbols_fd.
+// one, guard/lookup.hpp), formats with ReportWriter, walks the stack without allocating
+// (stack_capture.hpp) and symbolizes with a child process (stack/symbolize.hpp).
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -14,51 +21,55 @@
 #include <atomic>
 #include <cerrno>
 
+#include "guard/crash_handler/program_signal_actions.hpp"
 #include "guard/lookup.hpp"
 #include "guard/report.hpp"
-#include "mate/core/crash_context.hpp"
+#include "guard/report_output.hpp"
+#include "guard/stack/stack_capture.hpp"
 #include "mate/guard/allocator.hpp"
 
 namespace mate::guard {
 
 namespace {
 
-constexpr int kStderr = 2;
-struct sigaction g_previous_segv;
-struct sigaction g_previous_bus;
-std::atomic<bool> g_installed{false};
-
-struct sigaction* previous_for(int sig) noexcept { return sig == SIGBUS ? &g_previous_bus : &g_previous_segv; }
-
-// Puts the previous disposition back, so that returning re-executes the access and the fault
-// ends the process (or reaches the previous handler) with its original signal and address.
-void restore_previous(int sig) noexcept {
-  struct sigaction* prev = previous_for(sig);
-  if (prev->sa_handler == SIG_IGN) {
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigaction(sig, &dfl, nullptr);
-    return;
-  }
-  sigaction(sig, prev, nullptr);
-}
+constinit std::atomic<bool> g_installed{false};
 
 // SIG_DFL and SIG_IGN are values of the handler field whatever the flags say (the kernel reads
 // them so even with SA_SIGINFO): never called.
-bool is_a_function(const struct sigaction* a) noexcept {
-  return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+bool is_a_function(const struct sigaction& a) noexcept {
+  return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
 }
 
-bool ignored(const struct sigaction* a) noexcept { return a->sa_handler == SIG_IGN; }
+// The default disposition, for real: returning then re-executes the access, and the process
+// ends with its original signal and address (a fault cannot be ignored: the kernel kills a
+// process that ignores or blocks the signal of a fault).
+void die_by_default(int sig) noexcept {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  system_sigaction(sig, &dfl, nullptr);
+}
 
-void chain(int sig, siginfo_t* info, void* context) noexcept {
-  struct sigaction* prev = previous_for(sig);
-  if (is_a_function(prev)) {
-    if (prev->sa_flags & SA_SIGINFO) prev->sa_sigaction(sig, info, context);
-    else prev->sa_handler(sig);
-    return;
+// Runs the program's handler as the kernel would have: with its mask (and the signal itself
+// unless SA_NODEFER) blocked, its one-shot reset (SA_RESETHAND) done first, with the signal's
+// information and the interrupted context, which it may change (a runtime that faults on
+// purpose resumes elsewhere).
+void run_program_handler(int sig, const struct sigaction& action, siginfo_t* info, void* context) noexcept {
+  if ((action.sa_flags & SA_RESETHAND) != 0) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    exchange_program_action(sig, &dfl, nullptr);
   }
-  restore_previous(sig);
+  sigset_t mask, previous;
+  pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  for (int s = 1; s < NSIG; ++s)
+    if (sigismember(&action.sa_mask, s) == 1) sigaddset(&mask, s);
+  if ((action.sa_flags & SA_NODEFER) != 0) sigdelset(&mask, sig);
+  else sigaddset(&mask, sig);
+  pthread_sigmask(SIG_SETMASK, &mask, &previous);
+  if ((action.sa_flags & SA_SIGINFO) != 0) action.sa_sigaction(sig, info, context);
+  else action.sa_handler(sig);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 const char* access_words(void* context) noexcept {
@@ -86,23 +97,27 @@ void report(int sig, std::uintptr_t address, const StackDepot& depot, const Slot
     kind = "overflow";
   }
   {
-    ReportWriter w(kStderr);
+    ReportWriter w(kReportOutput);
     w.str("mate guard: ").str(kind).str(": ").str(sig == SIGBUS ? "SIGBUS" : "SIGSEGV").str(" on ")
         .str(access_words(context)).hex(address).str(", ");
     write_offset(w, d);
     if (freed) w.str("freed ");
     write_allocation(w, s, backend);
     if (d.outside) w.str(", outside its reservation");
-    w.str("\n  thread ").dec(static_cast<std::uint64_t>(gettid()));
-    // prctl is a plain system call, so the name is safe to read here.
-    char name[17] = {};
-    if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && name[0] != '\0') w.str(" (").str(name).chr(')');
     w.chr('\n');
   }
-  write_stack(kStderr, "allocated", depot, s.alloc_stack, s.alloc_tid);
-  if (freed) write_stack(kStderr, "freed", depot, s.free_stack, s.free_tid);
-  core::write_crash_context(kStderr);
-  ReportWriter w(kStderr);
+  // The access: the faulting thread's stack from the registers the kernel saved, frame #0 the
+  // faulting instruction (as GWP-ASan and AddressSanitizer print it).
+  void* frames[kMaxFrames];
+  const int count = capture_signal_stack(context, frames, kMaxFrames);
+  // prctl is a plain system call, so the name is safe to read here.
+  char name[17] = {};
+  if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0) name[0] = '\0';
+  write_frames(kReportOutput, "accessed", frames, count, gettid(), /*first_is_exact=*/true, name);
+  write_stack(kReportOutput, "allocated", depot, s.alloc_stack, s.alloc_tid);
+  if (freed) write_stack(kReportOutput, "freed", depot, s.free_stack, s.free_tid);
+  write_program_context(kReportOutput);
+  ReportWriter w(kReportOutput);
   if (freed) {
     w.str("mate guard: the freed range stays inaccessible while it is quarantined; the access above used a "
           "stale pointer\n");
@@ -112,22 +127,85 @@ void report(int sig, std::uintptr_t address, const StackDepot& depot, const Slot
   }
 }
 
+// The report runs on a stack of its own: the handler may be on a small alternate signal stack
+// (8 KiB is common: Rust sets one up on every thread), and the stack walk, the symbol-table reads
+// and the symbolizer's child need more. 64 KiB of untouched .bss until a report; one report at a
+// time (a second thread reporting at once stays on its own stack).
+struct ReportArguments {
+  int sig;
+  std::uintptr_t address;
+  const StackDepot* depot;
+  const Slot* slot;
+  Description description;
+  const char* backend;
+  void* context;
+};
+
+void report_with(void* arg) {
+  const auto* a = static_cast<const ReportArguments*>(arg);
+  report(a->sig, a->address, *a->depot, *a->slot, a->description, a->backend, a->context);
+}
+
+#if defined(__x86_64__) && defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+constexpr std::size_t kReportStackBytes = 64 * 1024;
+alignas(64) unsigned char g_report_stack[kReportStackBytes];
+constinit std::atomic<bool> g_report_stack_busy{false};
+
+extern "C" void mate_guard_call_on_stack(void (*fn)(void*), void* arg, void* stack_top);
+// fn(arg) with the stack pointer at stack_top (16-byte aligned). The frame keeps the caller's
+// stack pointer in rbp, and its CFI says so, so that unwinding (the C++ unwinder's walk through
+// the handler to the signal frame) crosses back to the original stack.
+asm(R"(
+  .text
+  .p2align 4
+  .type mate_guard_call_on_stack, @function
+  .hidden mate_guard_call_on_stack
+mate_guard_call_on_stack:
+  .cfi_startproc
+  push %rbp
+  .cfi_def_cfa_offset 16
+  .cfi_offset %rbp, -16
+  mov %rsp, %rbp
+  .cfi_def_cfa_register %rbp
+  mov %rdx, %rsp
+  mov %rdi, %rax
+  mov %rsi, %rdi
+  call *%rax
+  mov %rbp, %rsp
+  pop %rbp
+  .cfi_def_cfa %rsp, 8
+  ret
+  .cfi_endproc
+  .size mate_guard_call_on_stack, .-mate_guard_call_on_stack
+)");
+
+void report_on_own_stack(ReportArguments* a) noexcept {
+  if (g_report_stack_busy.exchange(true, std::memory_order_acquire)) {
+    report_with(a);
+    return;
+  }
+  mate_guard_call_on_stack(report_with, a, g_report_stack + kReportStackBytes);
+  g_report_stack_busy.store(false, std::memory_order_release);
+}
+#else
+// Sanitizers track the stack they run on (a switch needs their fiber calls): the handler's own.
+void report_on_own_stack(ReportArguments* a) noexcept { report_with(a); }
+#endif
+
 // A SIGSEGV/SIGBUS sent with kill, raise, tgkill or sigqueue rather than raised by an access:
 // si_addr means nothing then, and returning re-executes no faulting instruction.
 bool sent_by_a_process(const siginfo_t* info) noexcept { return info->si_code <= 0; }
 
-// What the signal would have done without the guard: the previous handler, nothing (ignored),
+// What the signal would have done without the guard: the program's handler, nothing (ignored),
 // or the default action, re-raised (it is blocked until this handler returns, then delivered).
 void pass_on_sent_signal(int sig, siginfo_t* info, void* context) noexcept {
-  struct sigaction* prev = previous_for(sig);
-  if (ignored(prev)) return;
-  if (is_a_function(prev)) {
-    chain(sig, info, context);
+  const struct sigaction program = program_action(sig);
+  if (program.sa_handler == SIG_IGN) return;
+  if (is_a_function(program)) {
+    run_program_handler(sig, program, info, context);
     return;
   }
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigaction(sig, &dfl, nullptr);
+  die_by_default(sig);
   raise(sig);
 }
 
@@ -159,13 +237,22 @@ void on_fault(int sig, siginfo_t* info, void* context) {
       backend = regs[i].allocator->backend().name();
     }
   }
-  if (!have_best) {
-    errno = saved_errno;
-    chain(sig, info, context);
-    return;
+  if (have_best) {
+    ReportArguments a{sig, address, best_depot, &best, describe_slot(best, address, best_outside), backend, context};
+    report_on_own_stack(&a);
   }
-  report(sig, address, *best_depot, best, describe_slot(best, address, best_outside), backend, context);
-  restore_previous(sig);
+  // A fault outside every guarded range is the program's own (a runtime may fault on purpose):
+  // its handler gets it untouched. After a report the program's handler runs too (Python's
+  // faulthandler prints its traceback); either way, if it returns, or there is none, the
+  // access is re-executed under the default action for a fault in a guarded range, or under
+  // the program's for its own (its handler may have made the access valid).
+  const struct sigaction program = program_action(sig);
+  if (is_a_function(program)) {
+    run_program_handler(sig, program, info, context);
+    if (have_best) die_by_default(sig);
+  } else {
+    die_by_default(sig);
+  }
   errno = saved_errno;
 }
 
@@ -177,8 +264,11 @@ void install_fault_handler() noexcept {
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGSEGV, &sa, &g_previous_segv);
-  sigaction(SIGBUS, &sa, &g_previous_bus);
+  for (int sig : {SIGSEGV, SIGBUS}) {
+    struct sigaction previous {};
+    system_sigaction(sig, &sa, &previous);
+    set_initial_program_action(sig, previous);
+  }
 }
 
 }  // namespace mate::guard

@@ -39,6 +39,7 @@
 #include "mate/guard/allocator.hpp"
 #include "guard/preload/preload_arena.hpp"
 #include "guard/preload/preload_state.hpp"
+#include "guard/report_output.hpp"
 #include "guard/stack/stack_capture.hpp"
 
 extern "C" {
@@ -218,6 +219,15 @@ void start() noexcept {
     config.outcome_fd = static_cast<int>(fd.integer);
   g_started_pid = getpid();
   g_config = config;
+  // Reports reach the stderr the program started with, whatever it does with fd 2 later (pytest's
+  // capture), and a copy goes to the report file; the fault handler stays first for SIGSEGV and
+  // SIGBUS whatever handlers the program installs (report_output.hpp, preload_signals.cpp).
+  mate::guard::keep_program_stderr();
+  if (!mate::guard::set_report_file(mate::config::raw_env_unsafe(Var::MATE_GUARD_REPORT_FILE))) {
+    std::fprintf(stderr, "mate guard-run: MATE_GUARD_REPORT_FILE is longer than a path may be\n");
+    _exit(2);
+  }
+  mate::guard::preload::resolve_signal_functions();
   try {
     g_guard = &mate::guard::install_guard_allocator(config);
   } catch (const std::exception& e) {

@@ -23,6 +23,10 @@ struct Inside {
 // arena) and starts the guard. Called once, by the library's last initializer.
 void start_guarding() noexcept;
 
+// Looks up the C library's sigaction for the fault handler, which changes real dispositions past
+// the preload's own interposer (preload_signals.cpp). Before the guard installs.
+void resolve_signal_functions() noexcept;
+
 // The configuration read from the bootstrap variables; nullptr when guard-run did not ask for
 // the guard (MATE_GUARD_ALLOCATOR_AUTO_INSTALL unset) or it is not started yet.
 const GuardAllocatorConfig* bootstrap_config() noexcept;

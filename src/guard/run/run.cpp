@@ -77,6 +77,7 @@ std::vector<std::string> guarded_environment(char** base, const std::string& pre
     std::string name = entry.substr(0, entry.find('='));
     if (name.rfind("MATE_GUARD_ALLOCATOR_", 0) == 0) continue;  // ours to set
     if (name == "MATE_GUARD_BACKTRACES" && !options.backtraces) continue;  // --no-backtraces wins
+    if (name == "MATE_GUARD_REPORT_FILE" && !options.report_file.empty()) continue;  // --report-file wins
     if (name == "LD_PRELOAD") {
       std::string rest = entry.substr(name.size() + 1);
       if (!rest.empty()) ld_preload += ":" + rest;
@@ -95,6 +96,7 @@ std::vector<std::string> guarded_environment(char** base, const std::string& pre
   if (options.align != 0) env.push_back("MATE_GUARD_ALLOCATOR_ALIGN=" + std::to_string(options.align));
   if (options.summary) env.push_back("MATE_GUARD_ALLOCATOR_SUMMARY=1");
   if (options.outcome_fd >= 0) env.push_back("MATE_GUARD_ALLOCATOR_OUTCOME_FD=" + std::to_string(options.outcome_fd));
+  if (!options.report_file.empty()) env.push_back("MATE_GUARD_REPORT_FILE=" + options.report_file);
   // A framework's caching allocator would hide each tensor's bounds from the guard: off, for every
   // vendor, unless the user set it.
   for (std::size_t v = 0; v < device::vendors().size(); ++v)

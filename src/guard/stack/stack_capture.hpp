@@ -21,4 +21,14 @@ int capture_stack(void** frames, int max) noexcept;
 // The same with the C++ unwinder only (the fallback; tests compare the two).
 int capture_stack_with_cxx_unwinder(void** frames, int max) noexcept;
 
+// In a signal handler, the interrupted thread's stack: frames[0] is the instruction the signal
+// interrupted (for a fault, the faulting access), then return addresses. `context` is the
+// handler's ucontext_t. Walked with the table unwinder from the registers the kernel saved (the
+// rule at frames[0] is the one at that instruction, not before it); where that walk cannot go,
+// with the C++ unwinder through the kernel's signal frame, keeping the frames from the
+// interrupted instruction on. Returns how many (at least 1 on x86-64 Linux; 0 elsewhere). The same
+// locking as capture_stack: it takes the loader's lock, recursive (the faulting thread may
+// hold it already), and allocates nothing.
+int capture_signal_stack(const void* context, void** frames, int max) noexcept;
+
 }  // namespace mate::guard

@@ -13,10 +13,14 @@
 
 namespace mate::guard {
 
-// Writes one line per frame, "    #3 0x7f...: function at file.cpp:12 (module+0x1a2b)", with
-// " (inlined by) ..." lines for frames the compiler inlined. Returns false, having written
-// nothing, when symbolization is off (MATE_GUARD_SYMBOLIZE=0) or no symbolizer could name
-// anything: the caller then prints the frames its own way.
-bool write_symbolized_frames(int fd, void* const* frames, int count) noexcept;
+// Writes one line per frame, "    #3 0x7f... in function at file.cpp:12 (module+0x1a2b)", with
+// " (inlined by) ..." lines for frames the compiler inlined; a frame the debug information does
+// not cover reads "in symbol+0x1f (module+0x1a2b)" when the symbol table has a function
+// containing it (elf_symbols.hpp), else "(module+0x1a2b)" alone. frames[0] is the faulting
+// instruction itself when `first_is_exact` (an access stack), else every frame is a return
+// address (its call is the instruction before it). Returns false, having written nothing, when
+// symbolization is off (MATE_GUARD_SYMBOLIZE=0) or no symbolizer could name anything: the caller
+// then prints the frames its own way.
+bool write_symbolized_frames(int fd, void* const* frames, int count, bool first_is_exact = false) noexcept;
 
 }  // namespace mate::guard
