@@ -67,6 +67,9 @@ head -n 6 "$demo/python.log"
 step "Python at level 10: the calls are dumped, then python -m mate replay runs them again and compares"
 MATE_LOGLEVEL=10 MATE_LOGDEST="$demo/python10.log" MATE_DUMP_DIR="$demo/python_dumps" "$python" examples/python/torch_kernels.py >/dev/null
 show ls "$demo/python_dumps"
+echo "(each tensor is a file torch.load opens, strides kept: the transposed operand of scaled_matmul)"
+matmul_dir=$(ls -d "$demo"/python_dumps/*demo.scaled_matmul | head -n 1)
+show "$python" -c "import torch, sys; t = torch.load(sys.argv[1], weights_only=True); print(t.dtype, tuple(t.shape), t.stride(), 'contiguous' if t.is_contiguous() else 'non-contiguous')" "$matmul_dir/inputs/01_b.pt"
 show "$python" -m mate replay --dir "$demo/python_dumps"
 
 step "mate guard-run: a program writes one element past a heap buffer (tail mode catches it at the access)"
@@ -76,6 +79,12 @@ expect_failure "$mate" guard-run --mode tail -- "$bin/examples/guard_heap_bug" p
 
 step "mate guard-run --mode head: the same program writing one element before the start"
 expect_failure "$mate" guard-run --mode head -- "$bin/examples/guard_heap_bug" before
+
+step "mate guard-run -- python: a torch program writes one element past a tensor; caught at the write"
+show sed -n '/^def write_one_past_the_end/,/^$/p' examples/python/torch_overflow.py
+echo "(without the guard it runs to the end:)"
+show "$python" examples/python/torch_overflow.py
+expect_failure "$mate" guard-run -- "$python" examples/python/torch_overflow.py
 
 step "Done"
 echo "Module cache: $MATE_WORKSPACE_BASE/.cache/mate; dumps: $demo/dumps; logs: $demo/*.log"
