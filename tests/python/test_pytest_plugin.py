@@ -171,3 +171,24 @@ def test_xdist_workers_are_guarded_and_sharded(tmp_path):
         assert p.returncode in (0, 1), p.stdout + p.stderr  # unguarded: the probes fail, wherever they run
         seen += list(outcomes(p))
     assert len(seen) == 6 and len(set(seen)) == 6
+
+
+OVERFLOW = """
+import ctypes
+import numpy as np
+
+def test_numpy_overflow():
+    a = np.zeros(1024)                       # 8 KiB: ends at the guard page in tail mode
+    one = ctypes.c_double(1.0)
+    ctypes.memmove(a.ctypes.data + a.nbytes, ctypes.byref(one), 8)
+"""
+
+
+@pytest.mark.parametrize("faulthandler", [True, False])
+def test_a_fault_inside_a_test_shows_the_report_and_the_test(tmp_path, faulthandler):
+    project(tmp_path, {"test_overflow.py": OVERFLOW})
+    args = ["--guard-alloc"] + ([] if faulthandler else ["-p", "no:faulthandler"])
+    p = pytest_run(tmp_path, *args)  # default capture
+    assert p.returncode != 0
+    assert "overflow: SIGSEGV on a write" in p.stderr, p.stderr
+    assert "pytest test: test_overflow.py::test_numpy_overflow (call)" in p.stderr
