@@ -11,3 +11,12 @@ echo "$out"
 [ "$out" = "mk alignment 256" ] || { echo "unexpected output from downstream program"; exit 1; }
 test -x "$scratch/prefix/bin/mate"
 "$scratch/prefix/bin/mate" version
+# The Python package, installed next to libmate.so (docs/python.md), imports and finds its files
+# there (not in the build tree).
+if [ -d "$scratch/prefix/lib/python/mate" ] && [ -x /usr/bin/python3 ]; then
+  where=$(cd / && PYTHONPATH="$scratch/prefix/lib/python" /usr/bin/python3 -c \
+    'import mate, mate._mate as m; print(m.library_directory())')
+  [ "$where" = "$(cd "$scratch/prefix/lib" && pwd -P)" ] || { echo "installed mate package uses libmate.so from $where"; exit 1; }
+  (cd / && PYTHONPATH="$scratch/prefix/lib/python" /usr/bin/python3 -m mate guard-run -- /bin/true) ||
+    { echo "python -m mate guard-run failed from the install"; exit 1; }
+fi
