@@ -14,6 +14,7 @@
 // (stack_capture.hpp) and symbolizes with a child process (stack/symbolize.hpp).
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -209,6 +210,14 @@ void pass_on_sent_signal(int sig, siginfo_t* info, void* context) noexcept {
   raise(sig);
 }
 
+bool mapped_by_someone_else(std::uintptr_t address) noexcept {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (page <= 0) return false;
+  unsigned char resident = 0;
+  void* start = reinterpret_cast<void*>(address & ~(static_cast<std::uintptr_t>(page) - 1));
+  return ::mincore(start, static_cast<std::size_t>(page), &resident) == 0;
+}
+
 void on_fault(int sig, siginfo_t* info, void* context) {
   const int saved_errno = errno;
   if (sent_by_a_process(info)) {
@@ -237,6 +246,11 @@ void on_fault(int sig, siginfo_t* info, void* context) {
       backend = regs[i].allocator->backend().name();
     }
   }
+  // Near a reservation but outside it, on a page something else has mapped (the program's own
+  // PROT_NONE page the kernel placed next to the guard's): that mapping's owner faulted, not a
+  // wild access into unmapped space, so it is the program's (mincore fails only where nothing is
+  // mapped; a system call, async-signal-safe).
+  if (have_best && best_outside && mapped_by_someone_else(address)) have_best = false;
   if (have_best) {
     ReportArguments a{sig, address, best_depot, &best, describe_slot(best, address, best_outside), backend, context};
     report_on_own_stack(&a);
