@@ -219,7 +219,7 @@ TensorRecord parse_torch_save(std::string_view bytes, std::string_view what) {
   source.size = bytes.size();
   source.read = [bytes, what](std::uint64_t offset, void* into, std::size_t n) {
     if (offset > bytes.size() || n > bytes.size() - offset) throw DumpError(std::string(what) + ": truncated");
-    std::memcpy(into, bytes.data() + offset, n);
+    if (n > 0) std::memcpy(into, bytes.data() + offset, n);  // an empty entry's buffer may be null
   };
   return read_archive(std::move(source), what);
 }
