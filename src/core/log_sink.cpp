@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <new>
 
-#include "mate/core/file_size_limit.hpp"
 #include "mate/core/quiet_write.hpp"
 
 namespace mate::core {
@@ -34,9 +33,11 @@ std::string expand_pid(std::string_view pattern, long pid) {
 
 namespace {
 
-// Reserving ahead keeps fallocate off most writes; what is reserved past the last record stays
-// allocated beyond the end of the file (KEEP_SIZE: the file's size is unchanged).
-constexpr std::uint64_t kReserveAhead = 16 * 1024;
+// How far ahead a check reaches. A file's space is reserved this far past its end (what is not
+// used stays allocated beyond the end of the file: KEEP_SIZE leaves the size alone), and the size
+// and the file-size limit are read again only when a record would end past it: one write(2) per
+// record otherwise.
+constexpr std::uint64_t kCheckAhead = 64 * 1024;
 
 // fall_back()'s reason for a FIFO that had no reader when it was opened (open gave ENXIO).
 constexpr int kNoReader = -1;
@@ -57,26 +58,20 @@ void watch_forks() {
   (void)registered;
 }
 
-bool is_regular(int fd, struct stat* st) noexcept { return ::fstat(fd, st) == 0 && S_ISREG(st->st_mode); }
+bool is_regular(int fd) noexcept {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
 
-// EFBIG when writing `size` bytes to `fd` would cross RLIMIT_FSIZE (the kernel would raise
-// SIGXFSZ); 0 otherwise. Only regular files have the limit; unlimited is the common, cheap case.
-int check_limit(int fd, std::size_t size) noexcept {
-  const std::uint64_t limit = file_size_limit();
+// EFBIG when writing `size` bytes to the regular file `fd` would cross `limit` (the kernel would
+// raise SIGXFSZ); 0 otherwise. Costs an fstat (and an fcntl): only under a finite limit.
+int check_limit(int fd, std::size_t size, std::uint64_t limit) noexcept {
   if (limit == kNoFileSizeLimit) return 0;
   struct stat st {};
-  if (!is_regular(fd, &st)) return 0;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
   const int flags = ::fcntl(fd, F_GETFL);
   const off_t pos = flags >= 0 && (flags & O_APPEND) ? st.st_size : ::lseek(fd, 0, SEEK_CUR);
   return pos >= 0 && static_cast<std::uint64_t>(pos) + size > limit ? EFBIG : 0;
-}
-
-// stdout, stderr or a pipe or device named as the destination: the whole record, continuing
-// partial writes (pipes), never raising SIGPIPE (quiet_write.hpp: EPIPE instead). Returns 0 or
-// the errno.
-int write_stream(int fd, const char* data, std::size_t size, StreamKind kind) noexcept {
-  if (int error = check_limit(fd, size); error != 0) return error;
-  return write_all(fd, data, size, kind);
 }
 
 void say(const std::string& message) noexcept { write_stderr(message); }
@@ -88,12 +83,14 @@ std::unique_ptr<LogSink> LogSink::open(std::string_view destination) {
   if (destination.empty() || destination == "stdout") {
     sink->path_ = "stdout";
     sink->fd_ = 1;
+    sink->regular_.store(is_regular(1), std::memory_order_relaxed);
     sink->kind_.store(stream_kind(1), std::memory_order_relaxed);
     return sink;
   }
   if (destination == "stderr") {
     sink->path_ = "stderr";
     sink->fd_ = 2;
+    sink->regular_.store(is_regular(2), std::memory_order_relaxed);
     sink->kind_.store(stream_kind(2), std::memory_order_relaxed);
     return sink;
   }
@@ -139,6 +136,7 @@ void LogSink::open_file() {
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   kind_.store(stream_kind(fd), std::memory_order_relaxed);
+  regular_.store(is_regular(fd), std::memory_order_relaxed);
   owned_ = fd;
   fd_.store(fd, std::memory_order_relaxed);
 }
@@ -152,7 +150,9 @@ void LogSink::reopen_after_fork() noexcept {
   owned_ = -1;
   fd_.store(2, std::memory_order_relaxed);
   fallback_.store(false, std::memory_order_relaxed);  // the child's own file gets its own message
-  reserved_end_.store(0, std::memory_order_relaxed);
+  checked_end_.store(0, std::memory_order_relaxed);
+  written_end_.store(0, std::memory_order_relaxed);
+  limit_.store(kNoFileSizeLimit, std::memory_order_relaxed);
   const unsigned generation = g_fork_generation.load(std::memory_order_relaxed);
   try {
     open_file();
@@ -173,6 +173,10 @@ LogSink::~LogSink() {
 void LogSink::fall_back(int error) noexcept {
   bool expected = false;
   if (!fallback_.compare_exchange_strong(expected, true)) return;  // one message per sink
+  // stderr's own checks start over (a regular file has the file-size limit).
+  regular_.store(is_regular(2), std::memory_order_relaxed);
+  checked_end_.store(0, std::memory_order_relaxed);
+  written_end_.store(0, std::memory_order_relaxed);
   fd_.store(2, std::memory_order_relaxed);
   try {
     const std::string why = error == kNoReader ? "a FIFO with no reader (No such device or address)" : std::strerror(error);
@@ -193,27 +197,31 @@ void LogSink::stop(int fd) noexcept {
 }
 
 // Makes sure the file's blocks up to `size + bytes` are allocated, so the write cannot run out
-// of space halfway. Returns 0, or the errno that means the record does not fit.
+// of space halfway, reserving ahead, and sets the next check there. Returns 0, or the errno that
+// means the record does not fit.
 int LogSink::reserve(int fd, std::uint64_t size, std::uint64_t bytes, std::uint64_t limit) noexcept {
   const std::uint64_t end = size + bytes;
-  if (reserve_unsupported_.load(std::memory_order_relaxed) || end <= reserved_end_.load(std::memory_order_relaxed))
-    return 0;
   // Ahead, but never past RLIMIT_FSIZE: tmpfs checks the limit (and raises SIGXFSZ) even for
   // space reserved beyond the end of the file.
-  std::uint64_t ahead = std::min(std::max(end, size + kReserveAhead), limit);
+  const std::uint64_t ahead = std::min(std::max(end, size + kCheckAhead), limit);
+  if (reserve_unsupported_.load(std::memory_order_relaxed)) {
+    checked_end_.store(ahead, std::memory_order_relaxed);
+    return 0;
+  }
   for (std::uint64_t want : {ahead, end}) {
     int r;
     do {
       r = ::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(size), static_cast<off_t>(want - size));
     } while (r != 0 && errno == EINTR);
     if (r == 0) {
-      reserved_end_.store(want, std::memory_order_relaxed);
+      checked_end_.store(want, std::memory_order_relaxed);
       return 0;
     }
     if (errno != ENOSPC && errno != EDQUOT && errno != EFBIG) {
-      // No fallocate here (some FUSE and network file systems): write unreserved; append()
+      // No fallocate here (some FUSE and network file systems): write unreserved; write_whole()
       // takes a partial record back.
       reserve_unsupported_.store(true, std::memory_order_relaxed);
+      checked_end_.store(ahead, std::memory_order_relaxed);
       return 0;
     }
     if (want == end) return errno;
@@ -221,38 +229,95 @@ int LogSink::reserve(int fd, std::uint64_t size, std::uint64_t bytes, std::uint6
   return 0;
 }
 
-// One record onto the sink's own O_APPEND file: whole, or nothing. Returns 0 or the errno.
+// One record onto the sink's own O_APPEND regular file: whole, or nothing. Returns 0 or the errno.
+//
+// Without a file-size limit (the common case) a record that ends inside the space the last check
+// reserved costs its write(2) alone. The end is this process's estimate (the size at the last
+// check plus its own records since): other processes appending to the same file make the true
+// end larger, so their share of the reserved space is used up sooner; a record written past the
+// reservation is still whole or taken back on a full disk (write_whole). The limit is read again
+// at every check (each kCheckAhead bytes of log): a program that lowers its RLIMIT_FSIZE (or
+// another process doing it with prlimit) below the end of the reserved space before the next
+// check gets SIGXFSZ from a record crossing the new limit, as from its own writes. Once a limit
+// is in force every record is checked (append_under_limit).
 int LogSink::append(int fd, std::string_view record) noexcept {
-  // Under a file-size limit, the check and the write go together: another thread's record landing
-  // between them could put the end at the limit, and a write starting there raises SIGXFSZ.
-  // (Unlimited, the common case, takes no lock.) Processes sharing the file near the limit can
-  // still race; nothing short of changing the signal's disposition closes that.
+  const std::uint64_t bytes = record.size();
+  if (limit_.load(std::memory_order_relaxed) == kNoFileSizeLimit) {
+    const std::uint64_t end = written_end_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    if (end <= checked_end_.load(std::memory_order_relaxed)) return write_whole(fd, record);
+    // Past the checked space: the true size (other processes append too) and the limit again.
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return errno;
+    const std::uint64_t size = static_cast<std::uint64_t>(st.st_size), limit = file_size_limit();
+    limit_.store(limit, std::memory_order_relaxed);
+    written_end_.store(size + bytes, std::memory_order_relaxed);
+    if (limit == kNoFileSizeLimit) {
+      if (int error = reserve(fd, size, bytes, limit); error != 0) return error;
+      return write_whole(fd, record);
+    }
+  }
+  return append_under_limit(fd, record);
+}
+
+// Under a file-size limit every record is checked against the file's true size, and the check
+// and the write go together: another thread's record landing between them could put the end at
+// the limit, and a write starting there raises SIGXFSZ. Processes sharing the file near the limit
+// can still race; nothing short of changing the signal's disposition closes that. The limit is
+// read with each record, so a raised limit brings back the unchecked path.
+int LogSink::append_under_limit(int fd, std::string_view record) noexcept {
+  std::lock_guard lock(limit_mutex_);
   const std::uint64_t limit = file_size_limit();
-  std::unique_lock<std::mutex> lock(limit_mutex_, std::defer_lock);
-  if (limit != kNoFileSizeLimit) lock.lock();
+  limit_.store(limit, std::memory_order_relaxed);
   struct stat st {};
-  if (!is_regular(fd, &st)) return write_stream(fd, record.data(), record.size(), kind_.load(std::memory_order_relaxed));  // a FIFO, /dev/null
+  if (::fstat(fd, &st) != 0) return errno;
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size), bytes = record.size();
+  written_end_.store(size + bytes, std::memory_order_relaxed);
   if (size + bytes > limit) return EFBIG;
-  if (int error = reserve(fd, size, bytes, limit); error != 0) return error;
+  if (size + bytes > checked_end_.load(std::memory_order_relaxed))
+    if (int error = reserve(fd, size, bytes, limit); error != 0) return error;
+  return write_whole(fd, record);
+}
+
+// The write(2) of one record to the sink's file. A short write (out of space after all: unreserved,
+// or another process took the reserved blocks; or stopped at the file-size limit, another
+// process's append having moved ours past the check) would tear the record: the part written is
+// taken back when it is still the file's end. (Another process appending between the write and
+// the ftruncate would lose its record; that needs a full disk and a write landing within those
+// few microseconds.)
+int LogSink::write_whole(int fd, std::string_view record) noexcept {
   ssize_t n;
   do {
     n = ::write(fd, record.data(), record.size());
   } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(bytes)) return 0;
+  if (n == static_cast<ssize_t>(record.size())) return 0;
+  checked_end_.store(0, std::memory_order_relaxed);  // the next record checks size and space again
   if (n <= 0) return n < 0 ? errno : ENOSPC;
-  // Short: out of space after all (unreserved, or another process took the reserved blocks), or
-  // stopped at the file-size limit (another process's append moved ours past the check above).
-  // Continuing would tear the record; take the part back when it is still the file's end.
-  // (Another process appending between the fstat and the ftruncate would lose its record; that
-  // needs a full disk and a write landing within those few microseconds.)
-  const bool at_end =
-      ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size + static_cast<std::uint64_t>(n);
-  const bool at_limit = static_cast<std::uint64_t>(st.st_size) >= limit;
-  if (at_end && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+  // O_APPEND: the file offset is where this write's part ended.
+  const off_t after = ::lseek(fd, 0, SEEK_CUR);
+  struct stat st {};
+  const bool at_end = after >= n && ::fstat(fd, &st) == 0 && st.st_size == after;
+  if (at_end && ::ftruncate(fd, after - n) != 0) {
     // Nothing better to do: the record still goes to stderr whole.
   }
-  return at_limit ? EFBIG : ENOSPC;
+  return after >= 0 && static_cast<std::uint64_t>(after) >= file_size_limit() ? EFBIG : ENOSPC;
+}
+
+// stdout, stderr or a pipe or device named as the destination: the whole record, continuing
+// partial writes (pipes), never raising SIGPIPE (quiet_write.hpp: EPIPE instead). A regular file
+// (stdout redirected to one) has the file-size limit: read again each kCheckAhead bytes, and
+// checked for every record once a limit is in force. Returns 0 or the errno.
+int LogSink::write_stream(int fd, std::string_view record, StreamKind kind, bool regular) noexcept {
+  if (regular) {
+    const std::uint64_t written = written_end_.fetch_add(record.size(), std::memory_order_relaxed) + record.size();
+    std::uint64_t limit = limit_.load(std::memory_order_relaxed);
+    if (limit != kNoFileSizeLimit || written > checked_end_.load(std::memory_order_relaxed)) {
+      limit = file_size_limit();
+      limit_.store(limit, std::memory_order_relaxed);
+      checked_end_.store(written + kCheckAhead, std::memory_order_relaxed);
+      if (int error = check_limit(fd, record.size(), limit); error != 0) return error;
+    }
+  }
+  return write_all(fd, record.data(), record.size(), kind);
 }
 
 void LogSink::write(std::string_view record) noexcept {
@@ -261,14 +326,15 @@ void LogSink::write(std::string_view record) noexcept {
   const int fd = fd_.load(std::memory_order_relaxed);
   if (fd < 0) return;  // stopped: the reader went away
   // stderr as the fallback may be anything; as the destination it was looked at once, at open.
-  const StreamKind kind = fd == 2 && fallback_.load(std::memory_order_relaxed) ? StreamKind::Pipe
-                                                                             : kind_.load(std::memory_order_relaxed);
-  const int error = fd == owned_ ? append(fd, record) : write_stream(fd, record.data(), record.size(), kind);
+  const bool fallback = fd == 2 && fallback_.load(std::memory_order_relaxed);
+  const StreamKind kind = fallback ? StreamKind::Pipe : kind_.load(std::memory_order_relaxed);
+  const bool regular = regular_.load(std::memory_order_relaxed);
+  const int error = fd == owned_ && regular ? append(fd, record) : write_stream(fd, record, kind, regular);
   if (error == 0) return;
   if (error == EPIPE) return stop(fd);
   if (fd == 2) return;  // stderr itself failed: nowhere left to write
   fall_back(error);
-  if (write_stream(2, record.data(), record.size(), StreamKind::Pipe) == EPIPE) stop(2);
+  if (write_stream(2, record, StreamKind::Pipe, regular_.load(std::memory_order_relaxed)) == EPIPE) stop(2);
 }
 
 }  // namespace mate::core

@@ -2,6 +2,7 @@
 #include "mate/core/utc_time.hpp"
 
 #include <cstdio>
+#include <cstring>
 
 namespace mate::core {
 
@@ -10,6 +11,14 @@ timespec now() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return ts;
+}
+std::string utc_iso8601_micros_slow(const timespec& when) {
+  std::tm t{};
+  gmtime_r(&when.tv_sec, &t);
+  char buf[64];
+  const int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", t.tm_year + 1900, t.tm_mon + 1,
+                              t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, when.tv_nsec / 1000);
+  return std::string(buf, static_cast<std::size_t>(n));
 }
 }  // namespace
 
@@ -23,13 +32,28 @@ std::string utc_iso8601(std::time_t when) {
 
 std::string utc_now_iso8601() { return utc_iso8601(std::time(nullptr)); }
 
+// Log records ask many times a second: the date and time to the second are formatted once per
+// second per thread, the microseconds written by hand.
 std::string utc_iso8601_micros(const timespec& when) {
-  std::tm t{};
-  gmtime_r(&when.tv_sec, &t);
-  char buf[64];
-  const int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", t.tm_year + 1900, t.tm_mon + 1,
-                              t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, when.tv_nsec / 1000);
-  return std::string(buf, static_cast<std::size_t>(n));
+  thread_local std::time_t cached_second = -1;
+  thread_local char cached[20];  // "YYYY-MM-DDTHH:MM:SS"
+  if (when.tv_sec != cached_second) {
+    std::tm t{};
+    gmtime_r(&when.tv_sec, &t);
+    char buf[64];
+    const int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", t.tm_year + 1900, t.tm_mon + 1,
+                                t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec);
+    if (n != 19) return utc_iso8601_micros_slow(when);  // a year past 9999 or before 0
+    std::memcpy(cached, buf, 19);
+    cached_second = when.tv_sec;
+  }
+  char out[27];
+  std::memcpy(out, cached, 19);
+  out[19] = '.';
+  long micros = when.tv_nsec / 1000;
+  for (int i = 25; i >= 20; --i, micros /= 10) out[i] = static_cast<char>('0' + micros % 10);
+  out[26] = 'Z';
+  return std::string(out, sizeof out);
 }
 
 std::string utc_now_iso8601_micros() { return utc_iso8601_micros(now()); }

@@ -1,9 +1,12 @@
 // Rendering of records in the two formats. Both carry the same fields; docs/logging.md lists
 // them. In JSON each argument is the shared schema (mate/log/arg_json.hpp); the text form is this
 // file's own. Statistics (level >= 5) are computed here, while the record is built.
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+
+#include <charconv>
 
 #include "log_internal.hpp"
 #include "mate/core/utc_time.hpp"
@@ -28,18 +31,18 @@ const char* event_name(Event e) {
   return "?";
 }
 
-std::string hex(std::uintptr_t v) { return fmt::format("{:#x}", v); }  // as the JSON form writes it
-
-std::string number(double v) { return fmt::format("{:.6g}", v); }
-
 // ---- text ----
+//
+// Records are built in one string with fmt::format_to and compiled format strings (no temporary
+// strings per field, no format parsing at run time): rendering is most of a call's cost after the
+// write(2) itself.
+
+using Out = std::back_insert_iterator<std::string>;
 
 // A string from the program as the text format shows it: control characters, backslashes and
 // (inside quotes) double quotes escaped as in JSON, so that no value can start a line that looks
 // like a record of its own. Other bytes, UTF-8 included, are kept.
-std::string escaped(std::string_view s, bool quoted) {
-  std::string out;
-  out.reserve(s.size() + (quoted ? 2 : 0));
+void append_escaped(std::string& out, std::string_view s, bool quoted) {
   if (quoted) out += '"';
   for (char c : s) {
     switch (c) {
@@ -50,69 +53,96 @@ std::string escaped(std::string_view s, bool quoted) {
       case '\t': out += "\\t"; break;
       default:
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+          fmt::format_to(Out(out), FMT_COMPILE("\\u{:04x}"), static_cast<unsigned char>(c));
         else
           out += c;
     }
   }
   if (quoted) out += '"';
-  return out;
 }
 
-void text_stats(std::string& out, const tensor::TensorView& v, const std::string& indent) {
+// `v` as printf's "%.6g" writes it. std::to_chars (Ryu) is several times faster than fmt's
+// precision formatting, which takes its exact (Dragon4) path for most such values.
+void append_general6(std::string& out, double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 6);
+  out.append(buf, r.ptr);
+}
+
+void text_stats(std::string& out, const tensor::TensorView& v, std::string_view indent) {
   tensor::StatsResult r = tensor::compute_stats(v);
   if (!r.stats) {
-    out += fmt::format("{}  {}\n", indent, r.unavailable);
+    fmt::format_to(Out(out), FMT_COMPILE("{}  {}\n"), indent, r.unavailable);
     return;
   }
   const tensor::Stats& s = *r.stats;
-  out += indent + "  stats:";
+  fmt::format_to(Out(out), FMT_COMPILE("{}  stats:"), indent);
   if (s.finite > 0) {
-    out += fmt::format(" min {} max {} mean {}", number(s.min), number(s.max), number(s.mean));
+    out += " min ";
+    append_general6(out, s.min);
+    out += " max ";
+    append_general6(out, s.max);
+    out += " mean ";
+    append_general6(out, s.mean);
   } else {
     out += " no finite values";
   }
-  if (s.floating) out += fmt::format(" nan {} inf {}", s.nan, s.inf);
+  if (s.floating) fmt::format_to(Out(out), FMT_COMPILE(" nan {} inf {}"), s.nan, s.inf);
   out += "\n";
 }
 
-void text_arg(std::string& out, const Arg& a, const std::string& indent, int level) {
-  out += indent + escaped(a.name, false) + ": ";
+void text_arg(std::string& out, const Arg& a, std::string_view indent, int level) {
+  out += indent;
+  append_escaped(out, a.name, false);
+  out += ": ";
   switch (a.kind) {
     case Arg::Kind::None:
-      out += fmt::format("None ({})\n", a.type);
+      fmt::format_to(Out(out), FMT_COMPILE("None ({})\n"), a.type);
       return;
     case Arg::Kind::Bool:
-      out += fmt::format("bool {}\n", a.bool_value);
+      fmt::format_to(Out(out), FMT_COMPILE("bool {}\n"), a.bool_value);
       return;
     case Arg::Kind::Int:
-      out += fmt::format("{} {}\n", a.type, a.int_value);
+      fmt::format_to(Out(out), FMT_COMPILE("{} {}\n"), a.type, a.int_value);
       return;
     case Arg::Kind::UInt:
-      out += fmt::format("{} {}\n", a.type, a.uint_value);
+      fmt::format_to(Out(out), FMT_COMPILE("{} {}\n"), a.type, a.uint_value);
       return;
     case Arg::Kind::Float:
-      out += a.type == "f32" ? fmt::format("f32 {}\n", static_cast<float>(a.float_value)) : fmt::format("f64 {}\n", a.float_value);
+      if (a.type == "f32")
+        fmt::format_to(Out(out), FMT_COMPILE("f32 {}\n"), static_cast<float>(a.float_value));
+      else
+        fmt::format_to(Out(out), FMT_COMPILE("f64 {}\n"), a.float_value);
       return;
     case Arg::Kind::String:
-      out += "str " + escaped(a.text, true) + "\n";
+      out += "str ";
+      append_escaped(out, a.text, true);
+      out += "\n";
       return;
     case Arg::Kind::Enum:
-      out += a.text.empty() ? fmt::format("enum {}\n", a.int_value) : fmt::format("enum {} ({})\n", escaped(a.text, false), a.int_value);
+      out += "enum ";
+      if (a.text.empty()) {
+        fmt::format_to(Out(out), FMT_COMPILE("{}\n"), a.int_value);
+      } else {
+        append_escaped(out, a.text, false);
+        fmt::format_to(Out(out), FMT_COMPILE(" ({})\n"), a.int_value);
+      }
       return;
-    case Arg::Kind::List:
-      out += fmt::format("list of {}\n", a.items.size());
-      for (const Arg& item : a.items) text_arg(out, item, indent + "  ", level);
+    case Arg::Kind::List: {
+      fmt::format_to(Out(out), FMT_COMPILE("list of {}\n"), a.items.size());
+      const std::string deeper = std::string(indent) + "  ";
+      for (const Arg& item : a.items) text_arg(out, item, deeper, level);
       return;
+    }
     case Arg::Kind::Tensor: {
       tensor::TensorView v = a.tensor->view();
       tensor::VaRange va = v.va_range();
-      out += fmt::format("tensor {} [{}] strides [{}]", tensor::dtype_name(v.dtype()),
-                         fmt::join(v.shape(), ", "), fmt::join(v.strides(), ", "));
-      if (v.byte_offset() != 0) out += fmt::format(" byte_offset {}", v.byte_offset());
-      out += fmt::format(" {} {} va [{}, {}) {} bytes\n", tensor::device_name(v.device()),
-                         v.is_contiguous() ? "contiguous" : "non-contiguous", hex(va.lo), hex(va.hi),
-                         va.size());
+      fmt::format_to(Out(out), FMT_COMPILE("tensor {} [{}] strides [{}]"), tensor::dtype_name(v.dtype()), fmt::join(v.shape(), ", "),
+                     fmt::join(v.strides(), ", "));
+      if (v.byte_offset() != 0) fmt::format_to(Out(out), FMT_COMPILE(" byte_offset {}"), v.byte_offset());
+      // Addresses as the JSON form writes them ("0x..."; "0x0" for zero).
+      fmt::format_to(Out(out), FMT_COMPILE(" {} {} va [{:#x}, {:#x}) {} bytes\n"), tensor::device_name(v.device()),
+                     v.is_contiguous() ? "contiguous" : "non-contiguous", va.lo, va.hi, va.size());
       if (level >= 5) text_stats(out, v, indent);
       return;
     }
@@ -121,18 +151,24 @@ void text_arg(std::string& out, const Arg& a, const std::string& indent, int lev
 
 std::string text_record(const Header& h, Event event, int level, const std::vector<Arg>& args,
                         const CallOutcome* outcome) {
-  std::string out = fmt::format("[{} pid {} tid {} #{}] {}", timestamp(h.time), h.pid, h.tid, h.seq, h.name);
+  std::string out;
+  out.reserve(256 + 160 * args.size());
+  fmt::format_to(Out(out), FMT_COMPILE("[{} pid {} tid {} #{}] {}"), timestamp(h.time), h.pid, h.tid, h.seq, h.name);
   switch (event) {
     case Event::Call: out += "\n"; return out;
     case Event::Inputs: out += " inputs\n"; break;
-    case Event::Outputs: out += fmt::format(" outputs ({:.1f} us)\n", outcome->elapsed_us); break;
+    case Event::Outputs: fmt::format_to(Out(out), FMT_COMPILE(" outputs ({:.1f} us)\n"), outcome->elapsed_us); break;
     case Event::Exception:
-      out += fmt::format(" exception ({:.1f} us): ", outcome->elapsed_us);
+      fmt::format_to(Out(out), FMT_COMPILE(" exception ({:.1f} us): "), outcome->elapsed_us);
       if (outcome->exception_type.empty() && outcome->exception_message.empty()) {
         out += "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n";
       } else {
-        if (!outcome->exception_type.empty()) out += escaped(outcome->exception_type, false) + ": ";
-        out += escaped(outcome->exception_message, false) + "\n";
+        if (!outcome->exception_type.empty()) {
+          append_escaped(out, outcome->exception_type, false);
+          out += ": ";
+        }
+        append_escaped(out, outcome->exception_message, false);
+        out += "\n";
       }
       break;
   }

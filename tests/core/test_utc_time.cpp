@@ -23,4 +23,16 @@ TEST(UtcTime, NowIsTheCurrentSecondInIso8601) {
   EXPECT_TRUE(now == mate::core::utc_iso8601(before) || now == mate::core::utc_iso8601(after)) << now;
 }
 
+// The per-thread cache of the current second must not leak into another second, and the
+// microseconds are zero-padded to six digits.
+TEST(UtcTime, MicrosecondsFormIsExactAcrossSecondsAndPadded) {
+  using mate::core::utc_iso8601_micros;
+  EXPECT_EQ(utc_iso8601_micros({1'000'000'000, 7'000}), "2001-09-09T01:46:40.000007Z");
+  EXPECT_EQ(utc_iso8601_micros({1'000'000'000, 999'999'999}), "2001-09-09T01:46:40.999999Z");
+  EXPECT_EQ(utc_iso8601_micros({1'000'000'001, 0}), "2001-09-09T01:46:41.000000Z");
+  EXPECT_EQ(utc_iso8601_micros({1'709'164'799, 123'456'000}), "2024-02-28T23:59:59.123456Z");
+  EXPECT_EQ(utc_iso8601_micros({1'709'164'800, 1'000}), "2024-02-29T00:00:00.000001Z");
+  EXPECT_EQ(utc_iso8601_micros({1'000'000'000, 500'000'000}), "2001-09-09T01:46:40.500000Z") << "back to an earlier second";
+}
+
 }  // namespace

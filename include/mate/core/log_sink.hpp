@@ -8,11 +8,16 @@
 //  * write(record) hands the whole record to the kernel in one write(2) call. Appends to one file
 //    from several threads or processes therefore never interleave inside a record. On a pipe a
 //    partial write is completed by further calls.
-//  * A record never tears in a file: before the write, the space is reserved at the end of the
-//    file (fallocate, FALLOC_FL_KEEP_SIZE, ahead in 16 KiB steps) and the process's file-size
-//    limit (RLIMIT_FSIZE) is checked; when either says the record does not fit, nothing goes to
-//    the file. Should a write still come back short (a file system without fallocate), the
-//    partial record is cut off again (ftruncate) when nothing was appended after it.
+//  * A record never tears in a file: the space is reserved at the end of the file ahead of the
+//    records (fallocate, FALLOC_FL_KEEP_SIZE, in 64 KiB steps), and the process's file-size limit
+//    (RLIMIT_FSIZE) is checked; when either says a record does not fit, nothing goes to the file.
+//    Should a write still come back short (a file system without fallocate, another process
+//    using the reserved space), the partial record is cut off again (ftruncate) when nothing was
+//    appended after it.
+//  * One system call per record, the write(2): the file's size and the limit are read again
+//    only at each 64 KiB step (while no limit is set; under a limit, with every record). A limit
+//    lowered between two steps to below the reserved end is the one gap: a record crossing it
+//    raises SIGXFSZ (see append() in log_sink.cpp).
 //  * The host program never fails because of logging: an unopenable destination, a full disk,
 //    a record past RLIMIT_FSIZE (checked first: the write would raise SIGXFSZ and kill the
 //    program) or any other write error prints one message on stderr naming the path and the
@@ -33,6 +38,7 @@
 #include <string>
 #include <string_view>
 
+#include "mate/core/file_size_limit.hpp"
 #include "mate/core/quiet_write.hpp"
 
 namespace mate::core {
@@ -70,6 +76,9 @@ class LogSink {
   void fall_back(int error) noexcept;
   void stop(int fd) noexcept;
   int append(int fd, std::string_view record) noexcept;
+  int append_under_limit(int fd, std::string_view record) noexcept;
+  int write_whole(int fd, std::string_view record) noexcept;
+  int write_stream(int fd, std::string_view record, StreamKind kind, bool regular) noexcept;
   int reserve(int fd, std::uint64_t size, std::uint64_t bytes, std::uint64_t limit) noexcept;
 
   std::string pattern_;       // the file destination as given, "%i" unexpanded
@@ -77,13 +86,19 @@ class LogSink {
   std::string path_;
   std::atomic<int> fd_{2};
   std::atomic<StreamKind> kind_{StreamKind::Pipe};  // of fd_ as opened (stream_kind, once)
+  std::atomic<bool> regular_{false};                 // fd_ is a regular file: the size limit applies
   int owned_ = -1;  // fd to close, -1 when stdout/stderr
   std::atomic<bool> fallback_{false};
   std::atomic<unsigned> opened_in_{0};  // the fork generation whose process opened owned_
   std::mutex reopen_mutex_;
   std::mutex limit_mutex_;  // taken by append() only under a file-size limit
   std::atomic<bool> reserve_unsupported_{false};
-  std::atomic<std::uint64_t> reserved_end_{0};  // the file's blocks are reserved up to here
+  // The checks that keep write(2) alone on a record's path (see append()): RLIMIT_FSIZE as last
+  // read; where this process believes the file ends (a stream: the bytes it wrote); and up to
+  // where the space is reserved and neither the size nor the limit needs reading again.
+  std::atomic<std::uint64_t> limit_{kNoFileSizeLimit};
+  std::atomic<std::uint64_t> written_end_{0};
+  std::atomic<std::uint64_t> checked_end_{0};
 };
 
 // Replaces every "%i" in `pattern` with `pid`.

@@ -159,6 +159,7 @@ class ArgList {
   void add(std::string_view name, const T& value) {
     Arg a = detail::to_arg(value);
     a.name = std::string(name);
+    if (args_.capacity() == 0) args_.reserve(8);  // one allocation for a call's usual arguments
     args_.push_back(std::move(a));
   }
   template <class T>
