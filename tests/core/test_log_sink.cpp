@@ -16,6 +16,7 @@
 #include <string>
 
 #include "mate/core/log_sink.hpp"
+#include "syscall_filter.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -138,6 +139,51 @@ TEST(LogSink, AFullDiskNeverLeavesATornRecordInTheFile) {
   const std::string errors = read_file(err);
   EXPECT_NE(errors.find("No space left on device; logging to stderr instead"), std::string::npos) << errors;
   EXPECT_NE(errors.find(record(whole, kRecord)), std::string::npos) << "the record that did not fit, whole";
+}
+
+// A program that lowers its own file-size limit after the log was opened: the sink reads the
+// limit again at its next check (each 64 KiB of log) and from then on checks every record, so the
+// records past the new limit go to stderr and the program lives. (A limit lowered to below the
+// reserved end before that check is the documented gap; this one is set past it.)
+TEST(LogSink, ALimitLoweredWhileLoggingIsHonouredFromTheNextCheck) {
+  TempDir dir("mate_sink_fsize_later");
+  const std::string log = (dir / "later.log").string(), err = (dir / "err.txt").string();
+  constexpr std::size_t kRecord = 1000, kLimit = 96 * 1024;
+  const int status = in_child(err, [&] {
+    auto sink = mate::core::LogSink::open(log);
+    sink->write(record(0, kRecord));  // the first check: no limit, 64 KiB reserved
+    rlimit lim{kLimit, RLIM_INFINITY};
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) return 91;
+    for (int i = 1; i < 120; ++i) sink->write(record(i, kRecord));
+    return sink->fell_back() ? 0 : 92;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const std::string text = read_file(log);
+  EXPECT_EQ(text.size(), kLimit / kRecord * kRecord) << "every record that fits under the limit, whole";
+  EXPECT_NE(read_file(err).find("File too large; logging to stderr instead"), std::string::npos);
+}
+
+// One system call per record: between two checks (every 64 KiB) a record is its write(2) alone.
+// A seccomp filter turns any other system call of the sink (fstat, getrlimit/prlimit64, lseek,
+// fcntl, getpid, gettid, fallocate, the signal mask) into SIGSYS, which kills the child.
+TEST(LogSink, ARecordIsOneWriteBetweenChecks) {
+  TempDir dir("mate_sink_one_syscall");
+  const std::string log = (dir / "one.log").string(), err = (dir / "err.txt").string();
+  constexpr int kRecords = 50;  // 50 x 200 bytes: well inside the first 64 KiB step
+  const int status = in_child(err, [&] {
+    auto sink = mate::core::LogSink::open(log);
+    sink->write(record(0, 200));  // the first check: fstat, getrlimit, fallocate
+    if (!mate::testing::allow_only_write_and_exit()) return 77;
+    for (int i = 1; i < kRecords; ++i) sink->write(record(i, 200));
+    return sink->fell_back() ? 92 : 0;
+  });
+  ASSERT_FALSE(WIFSIGNALED(status)) << "a system call other than write(2): signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "seccomp filters are not available here";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::string expected;
+  for (int i = 0; i < kRecords; ++i) expected += record(i, 200);
+  EXPECT_EQ(read_file(log), expected);
 }
 
 // %i is the current process: a forked child writes to a file named by its own pid, not into its
