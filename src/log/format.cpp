@@ -33,43 +33,47 @@ const char* event_name(Event e) {
 
 // ---- text ----
 //
-// Records are built in one string with fmt::format_to and compiled format strings (no temporary
-// strings per field, no format parsing at run time): rendering is most of a call's cost after the
-// write(2) itself.
+// Rendering is most of a call's cost after the write(2) itself, so a record is built with
+// fmt::format_to and compiled format strings (no temporary strings per field, no format parsing
+// at run time) in a buffer with room for most records inline, then copied once into the string
+// the sink writes.
+using Buffer = fmt::memory_buffer;
+using Out = std::back_insert_iterator<Buffer>;
 
-using Out = std::back_insert_iterator<std::string>;
+void put(Buffer& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
+void put(Buffer& out, char c) { out.push_back(c); }
 
 // A string from the program as the text format shows it: control characters, backslashes and
 // (inside quotes) double quotes escaped as in JSON, so that no value can start a line that looks
 // like a record of its own. Other bytes, UTF-8 included, are kept.
-void append_escaped(std::string& out, std::string_view s, bool quoted) {
-  if (quoted) out += '"';
+void append_escaped(Buffer& out, std::string_view s, bool quoted) {
+  if (quoted) put(out, '"');
   for (char c : s) {
     switch (c) {
-      case '"': out += quoted ? "\\\"" : "\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"': put(out, quoted ? "\\\"" : "\""); break;
+      case '\\': put(out, "\\\\"); break;
+      case '\n': put(out, "\\n"); break;
+      case '\r': put(out, "\\r"); break;
+      case '\t': put(out, "\\t"); break;
       default:
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
           fmt::format_to(Out(out), FMT_COMPILE("\\u{:04x}"), static_cast<unsigned char>(c));
         else
-          out += c;
+          put(out, c);
     }
   }
-  if (quoted) out += '"';
+  if (quoted) put(out, '"');
 }
 
 // `v` as printf's "%.6g" writes it. std::to_chars (Ryu) is several times faster than fmt's
 // precision formatting, which takes its exact (Dragon4) path for most such values.
-void append_general6(std::string& out, double v) {
+void append_general6(Buffer& out, double v) {
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 6);
   out.append(buf, r.ptr);
 }
 
-void text_stats(std::string& out, const tensor::TensorView& v, std::string_view indent) {
+void text_stats(Buffer& out, const tensor::TensorView& v, std::string_view indent) {
   tensor::StatsResult r = tensor::compute_stats(v);
   if (!r.stats) {
     fmt::format_to(Out(out), FMT_COMPILE("{}  {}\n"), indent, r.unavailable);
@@ -78,23 +82,23 @@ void text_stats(std::string& out, const tensor::TensorView& v, std::string_view 
   const tensor::Stats& s = *r.stats;
   fmt::format_to(Out(out), FMT_COMPILE("{}  stats:"), indent);
   if (s.finite > 0) {
-    out += " min ";
+    put(out, " min ");
     append_general6(out, s.min);
-    out += " max ";
+    put(out, " max ");
     append_general6(out, s.max);
-    out += " mean ";
+    put(out, " mean ");
     append_general6(out, s.mean);
   } else {
-    out += " no finite values";
+    put(out, " no finite values");
   }
   if (s.floating) fmt::format_to(Out(out), FMT_COMPILE(" nan {} inf {}"), s.nan, s.inf);
-  out += "\n";
+  put(out, "\n");
 }
 
-void text_arg(std::string& out, const Arg& a, std::string_view indent, int level) {
-  out += indent;
+void text_arg(Buffer& out, const Arg& a, std::string_view indent, int level) {
+  put(out, indent);
   append_escaped(out, a.name, false);
-  out += ": ";
+  put(out, ": ");
   switch (a.kind) {
     case Arg::Kind::None:
       fmt::format_to(Out(out), FMT_COMPILE("None ({})\n"), a.type);
@@ -115,12 +119,12 @@ void text_arg(std::string& out, const Arg& a, std::string_view indent, int level
         fmt::format_to(Out(out), FMT_COMPILE("f64 {}\n"), a.float_value);
       return;
     case Arg::Kind::String:
-      out += "str ";
+      put(out, "str ");
       append_escaped(out, a.text, true);
-      out += "\n";
+      put(out, "\n");
       return;
     case Arg::Kind::Enum:
-      out += "enum ";
+      put(out, "enum ");
       if (a.text.empty()) {
         fmt::format_to(Out(out), FMT_COMPILE("{}\n"), a.int_value);
       } else {
@@ -151,29 +155,28 @@ void text_arg(std::string& out, const Arg& a, std::string_view indent, int level
 
 std::string text_record(const Header& h, Event event, int level, const std::vector<Arg>& args,
                         const CallOutcome* outcome) {
-  std::string out;
-  out.reserve(256 + 160 * args.size());
+  Buffer out;
   fmt::format_to(Out(out), FMT_COMPILE("[{} pid {} tid {} #{}] {}"), timestamp(h.time), h.pid, h.tid, h.seq, h.name);
   switch (event) {
-    case Event::Call: out += "\n"; return out;
-    case Event::Inputs: out += " inputs\n"; break;
+    case Event::Call: put(out, '\n'); return fmt::to_string(out);
+    case Event::Inputs: put(out, " inputs\n"); break;
     case Event::Outputs: fmt::format_to(Out(out), FMT_COMPILE(" outputs ({:.1f} us)\n"), outcome->elapsed_us); break;
     case Event::Exception:
       fmt::format_to(Out(out), FMT_COMPILE(" exception ({:.1f} us): "), outcome->elapsed_us);
       if (outcome->exception_type.empty() && outcome->exception_message.empty()) {
-        out += "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n";
+        put(out, "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n");
       } else {
         if (!outcome->exception_type.empty()) {
           append_escaped(out, outcome->exception_type, false);
-          out += ": ";
+          put(out, ": ");
         }
         append_escaped(out, outcome->exception_message, false);
-        out += "\n";
+        put(out, "\n");
       }
       break;
   }
   for (const Arg& a : args) text_arg(out, a, "  ", level);
-  return out;
+  return fmt::to_string(out);
 }
 
 // ---- JSON ----
