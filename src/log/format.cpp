@@ -65,6 +65,15 @@ void append_escaped(Buffer& out, std::string_view s, bool quoted) {
   if (quoted) put(out, '"');
 }
 
+// "a, b, c" for dims(0) .. dims(n - 1), without building a vector of them.
+template <class Dim>
+void append_dims(Buffer& out, int n, Dim dims) {
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) put(out, ", ");
+    fmt::format_to(Out(out), FMT_COMPILE("{}"), dims(i));
+  }
+}
+
 // `v` as printf's "%.6g" writes it. std::to_chars (Ryu) is several times faster than fmt's
 // precision formatting, which takes its exact (Dragon4) path for most such values.
 void append_general6(Buffer& out, double v) {
@@ -141,8 +150,11 @@ void text_arg(Buffer& out, const Arg& a, std::string_view indent, int level) {
     case Arg::Kind::Tensor: {
       tensor::TensorView v = a.tensor->view();
       tensor::VaRange va = v.va_range();
-      fmt::format_to(Out(out), FMT_COMPILE("tensor {} [{}] strides [{}]"), tensor::dtype_name(v.dtype()), fmt::join(v.shape(), ", "),
-                     fmt::join(v.strides(), ", "));
+      fmt::format_to(Out(out), FMT_COMPILE("tensor {} ["), tensor::dtype_name(v.dtype()));
+      append_dims(out, v.ndim(), [&](int i) { return v.shape(i); });
+      put(out, "] strides [");
+      append_dims(out, v.ndim(), [&](int i) { return v.stride(i); });
+      put(out, ']');
       if (v.byte_offset() != 0) fmt::format_to(Out(out), FMT_COMPILE(" byte_offset {}"), v.byte_offset());
       // Addresses as the JSON form writes them ("0x..."; "0x0" for zero).
       fmt::format_to(Out(out), FMT_COMPILE(" {} {} va [{:#x}, {:#x}) {} bytes\n"), tensor::device_name(v.device()),
