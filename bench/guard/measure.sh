@@ -5,8 +5,9 @@
 # find_lib NAME: the path of the library NAME (libefence.so, libduma.so), or nothing.
 find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d/$1" ] && { echo "$d/$1"; return; }; done; }
 
-# The median of the numbers on stdin, one a line.
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# The median of the numbers on stdin, one a line; blank lines are no numbers (a here-string of
+# lines that each end in a newline adds one, which sorted first).
+median() { sort -n | awk 'NF { v[++n] = $1 } END { print v[int((n + 1) / 2)] }'; }
 
 # ratio A B: A / B with two decimals.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
