@@ -12,6 +12,7 @@
 # address each run, which moves the kernel's 64 KiB fault-around windows and so peak RSS by up
 # to ~150 KiB between runs of the same allocator.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/measure.sh"
 build=${1:-build/default}
 pairs=${2:-100000}
 window=${3:-256}
@@ -23,13 +24,10 @@ case "$program" in
   *) echo "run_guard_bench.sh: unknown program '$program'; accepted: c++, c" >&2; exit 2 ;;
 esac
 mate="$build/bin/mate"
-find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d/$1" ] && { echo "$d/$1"; return; }; done; }
 efence=$(find_lib libefence.so)
 duma=$(find_lib libduma.so)
 
 div() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { printf f, a / b }'; }
-
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 run() {  # name, command...
   local name=$1; shift

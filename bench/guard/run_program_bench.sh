@@ -11,12 +11,12 @@
 # Peak RSS is /usr/bin/time's %M: the largest process of the tree (cc1plus; the g++ driver and
 # `mate` are a few MiB). Each row is the median of `runs` runs (default 3).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/measure.sh"
 build=${1:-build/default}
 runs=${2:-3}
 program=${3:-compiler}
 mate="$build/bin/mate"
 cxx=${CXX:-g++}
-find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d/$1" ] && { echo "$d/$1"; return; }; done; }
 efence=$(find_lib libefence.so)
 [ -x /usr/bin/time ] || { echo "run_program_bench.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 
@@ -56,25 +56,15 @@ case "$program" in
   *) echo "run_program_bench.sh: unknown program '$program'; accepted: compiler, python" >&2; exit 2 ;;
 esac
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-
 run() {  # name, command prefix...
   local name=$1; shift
-  local secs="" kib=""
-  for ((r = 0; r < runs; ++r)); do
-    if ! /usr/bin/time -o "$scratch/time" -f "%e %M" "$@" "${command[@]}" >"$scratch/out" 2>&1; then
-      printf '| %s | failed: %s | | | |\n' "$name" "$(tail -1 "$scratch/out" | tr '|' '/')"; return
-    fi
-    read -r s k < <(tail -1 "$scratch/time")
-    secs+="$s"$'\n'; kib+="$k"$'\n'
-  done
-  local t m
-  t=$(median <<<"$secs"); m=$(median <<<"$kib")
-  [ "$name" = "Electric Fence" ] && { ef_t=$t; ef_m=$m; }
+  if ! measure "$@"; then
+    printf '| %s | failed: %s | | | |\n' "$name" "$failure"; return
+  fi
+  [ "$name" = "Electric Fence" ] && { ef_t=$seconds; ef_m=$kib; }
   local vs_t="—" vs_m="—"
-  [ -n "${ef_t:-}" ] && { vs_t=$(div "$t" "$ef_t"); vs_m=$(div "$m" "$ef_m"); }
-  printf '| %s | %s | %s | %s | %s |\n' "$name" "$t" "$vs_t" "$m" "$vs_m"
+  [ -n "${ef_t:-}" ] && { vs_t=$(ratio "$seconds" "$ef_t"); vs_m=$(ratio "$kib" "$ef_m"); }
+  printf '| %s | %s | %s | %s | %s |\n' "$name" "$seconds" "$vs_t" "$kib" "$vs_m"
 }
 
 echo "$title; medians of $runs runs"

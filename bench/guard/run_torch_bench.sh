@@ -11,6 +11,7 @@
 # output instead (Electric Fence gives every allocation two pages and two map entries: at the
 # stock vm.max_map_count of 65530 it runs out of them during `import torch`).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/measure.sh"
 build=${1:-build/default}
 runs=${2:-3}
 mate="$build/bin/mate"
@@ -18,7 +19,6 @@ python=/usr/bin/python3
 [ -x "$python" ] || { echo "run_torch_bench.sh: needs $python with python3-torch" >&2; exit 2; }
 "$python" -c 'import torch' 2>/dev/null || { echo "run_torch_bench.sh: $python cannot import torch (apt-get install python3-torch)" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "run_torch_bench.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
-find_lib() { for d in /usr/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do [ -e "$d/$1" ] && { echo "$d/$1"; return; }; done; }
 efence=$(find_lib libefence.so)
 
 scratch=$(mktemp -d)
@@ -38,23 +38,13 @@ for step in range(5):
 print("loss %.6f" % loss.item())
 PY
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-
 run() {  # name, command prefix...
   local name=$1; shift
-  local secs="" kib=""
-  for ((r = 0; r < runs; ++r)); do
-    if ! /usr/bin/time -o "$scratch/time" -f "%e %M" "$@" "${command[@]}" >"$scratch/out" 2>&1; then
-      printf '| %s | failed: %s | | | |\n' "$name" "$(grep -v '^Command exited' "$scratch/out" | tail -1 | tr '|' '/' | cut -c1-160)"; return
-    fi
-    read -r s k < <(tail -1 "$scratch/time")
-    secs+="$s"$'\n'; kib+="$k"$'\n'
-  done
-  local t m
-  t=$(median <<<"$secs"); m=$(median <<<"$kib")
-  [ "$name" = "glibc malloc" ] && { base_t=$t; base_m=$m; }
-  printf '| %s | %s | %s | %s | %s |\n' "$name" "$t" "$(div "$t" "$base_t")" "$m" "$(div "$m" "$base_m")"
+  if ! measure "$@"; then
+    printf '| %s | failed: %s | | | |\n' "$name" "$(cut -c1-160 <<<"$failure")"; return
+  fi
+  [ "$name" = "glibc malloc" ] && { base_t=$seconds; base_m=$kib; }
+  printf '| %s | %s | %s | %s | %s |\n' "$name" "$seconds" "$(ratio "$seconds" "$base_t")" "$kib" "$(ratio "$kib" "$base_m")"
 }
 
 for what in import train; do

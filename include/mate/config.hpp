@@ -134,6 +134,11 @@ Scalar parse_scalar(Var v, std::string_view text) noexcept;
 #include "mate/config_variables.inc"
 #undef MATE_VAR
 
+// The one rule between two variables (shard_rule.cpp): MATE_PYTEST_SHARD_INDEX must be below
+// MATE_PYTEST_SHARD_TOTAL. The message naming both for `index` and `total` that break it, ""
+// when they keep it: `mate env --check` reports it, the test runners refuse to start on it.
+std::string shard_index_error(std::int64_t index, std::int64_t total);
+
 // Replaces the value of one variable in this process for the object's lifetime (tests).
 // nullopt makes the variable read as unset. Overrides nest; latched values are not consulted
 // while any override is active.

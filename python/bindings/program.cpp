@@ -63,6 +63,8 @@ void add_program(py::module_& m) {
       py::arg("name"));
   m.def("shard_of_test_file", &core::shard_of_test_file, py::arg("path"), py::arg("total"),
         "The shard of a test file (mate/core/test_shard.hpp), as MATE's GoogleTest main splits");
+  m.def("shard_index_error", &config::shard_index_error, py::arg("index"), py::arg("total"),
+        "Why MATE_PYTEST_SHARD_INDEX=index does not go with MATE_PYTEST_SHARD_TOTAL=total, or \"\"");
   m.def("library_directory", &core::code_directory, "The directory of libmate.so");
   m.def("install_tree", &core::install_tree, "libmate.so's directory's parent (bin/, lib/ below it)");
 }

@@ -65,12 +65,23 @@ replay::Replayable python_replayable(const dump::CallRecord& call) {
   return r;
 }
 
+// Bytes per element of the dtype call.json names `dtype` (tensor::element_size).
+std::size_t element_size_of(const std::string& dtype) {
+  if (const std::optional<DLDataType> t = tensor::dtype_named(dtype)) return tensor::element_size(*t);
+  std::string names;
+  for (auto s = tensor::ScalarType::F64; s != tensor::ScalarType::Unsupported; s = static_cast<tensor::ScalarType>(static_cast<int>(s) + 1))
+    names += (names.empty() ? "" : ", ") + tensor::dtype_name(tensor::dl_dtype(s));
+  throw py::value_error("unknown dtype \"" + dtype + "\" (MATE's dtype names: " + names + ")");
+}
+
 }  // namespace
 
 void add_replay(py::module_& m) {
   m.def(
       "enable_python_replay", [] { replay::set_python_resolver(&python_replayable); },
       "Lets the replay in this process run calls logged from Python (python -m mate replay)");
+  m.def("element_size", &element_size_of, py::arg("dtype"),
+        "Bytes per element of a dtype as call.json names it (\"f32\": 4, \"bf16\": 2)");
 }
 
 }  // namespace mate::python

@@ -9,6 +9,8 @@ import os
 import runpy
 import sys
 
+from . import _mate
+
 # MATE's dtype names -> torch's (those this torch has; others come back as numpy arrays).
 _TORCH_DTYPES = {
     "f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16",
@@ -17,8 +19,6 @@ _TORCH_DTYPES = {
     "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool",
 }
 _NUMPY_DTYPES = {"u16": "uint16", "u32": "uint32", "u64": "uint64"}
-_ITEM_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1, "i8": 1, "i16": 2, "i32": 4,
-               "i64": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
 
 _scripts = {}
 
@@ -61,9 +61,9 @@ def tensor_over(base, nbytes, offset_bytes, dtype, shape, strides, device):
     if device != "cpu":
         raise RuntimeError(f"replaying a Python call on a {device} tensor from Python is not supported yet: "
                            "run the call's replay on the host or use mate replay with a C++ registration")
-    item = _ITEM_BYTES.get(dtype)
-    if item is None:
+    if dtype not in _TORCH_DTYPES:
         raise RuntimeError(f"a tensor of dtype {dtype} cannot be rebuilt for Python")
+    item = _mate.element_size(dtype)
     buffer = (ctypes.c_uint8 * max(nbytes, 1)).from_address(base)
     import torch
     torch_name = _TORCH_DTYPES.get(dtype)

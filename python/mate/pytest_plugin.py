@@ -62,9 +62,10 @@ class _Settings:
         self.shard_total = _registry("MATE_PYTEST_SHARD_TOTAL")
         self.shard_index = _registry("MATE_PYTEST_SHARD_INDEX")
         self.shard_mode = _registry("MATE_PYTEST_SHARD_MODE")
-        if self.shard_total > 1 and self.shard_index >= self.shard_total:
-            raise pytest.UsageError(f"MATE_PYTEST_SHARD_INDEX={self.shard_index} is not below "
-                                    f"MATE_PYTEST_SHARD_TOTAL={self.shard_total}; accepted: 0 to {self.shard_total - 1}")
+        if self.shard_total > 1:
+            error = _mate.shard_index_error(self.shard_index, self.shard_total)
+            if error:
+                raise pytest.UsageError(error)
 
 
 def _pytest_is_the_entry_point():

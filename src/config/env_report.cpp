@@ -59,11 +59,10 @@ VariableReport report_known(const VarInfo& v) {
     if (std::string why = r.source != Source::Default ? path_problem(v, r.value) : ""; !why.empty()) {
       r.valid = false;
       r.error = std::move(why);
-    } else if (v.id == Var::MATE_PYTEST_SHARD_INDEX && pytest_shard_index() >= pytest_shard_total()) {
+    } else if (v.id == Var::MATE_PYTEST_SHARD_INDEX) {
       // The one rule between two variables; the test programs refuse to start on it.
-      r.valid = false;
-      r.error = fmt::format("MATE_PYTEST_SHARD_INDEX={} is not below MATE_PYTEST_SHARD_TOTAL={}; accepted: 0 to {}",
-                            pytest_shard_index(), pytest_shard_total(), pytest_shard_total() - 1);
+      r.error = shard_index_error(pytest_shard_index(), pytest_shard_total());
+      r.valid = r.error.empty();
     }
   } catch (const ConfigError& e) {
     r.valid = false;

@@ -1,19 +1,17 @@
 // Strict integer reads from dump metadata (call.json, .mtensor and safetensors headers).
 //
-// nlohmann's get<int>() on a JSON float converts it with a plain cast, which is undefined
-// behaviour when the value is out of range (the readers' fuzz target found 1.5e20 as a
-// device_type). Readers of damaged files must never do that: every integer field goes through
-// these functions, which accept only JSON integers that fit the target type and otherwise throw
-// a DumpError naming the field.
+// Every integer field goes through these functions: core::json_integer (never nlohmann's
+// unchecked get<int>()) accepts only JSON integers that fit the target type, and these throw a
+// DumpError naming the field otherwise.
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "mate/core/json_integer.hpp"
 #include "mate/dump/tensor_file.hpp"
 
 namespace mate::dump::detail {
@@ -25,24 +23,12 @@ struct FieldError : DumpError {
 
 template <class T>
 T integer_field(const nlohmann::json& v, const std::string& field) {
-  static_assert(std::is_integral_v<T>);
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
-      throw FieldError(field + ": " + std::to_string(u) + " is out of range");
-    return static_cast<T>(u);
-  }
-  if (v.is_number_integer()) {
-    const auto i = v.get<std::int64_t>();
-    if constexpr (std::is_unsigned_v<T>) {
-      if (i < 0) throw FieldError(field + ": " + std::to_string(i) + " is negative");
-      if (static_cast<std::uint64_t>(i) > std::numeric_limits<T>::max())
-        throw FieldError(field + ": " + std::to_string(i) + " is out of range");
-    } else if (i < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
-               i > static_cast<std::int64_t>(std::numeric_limits<T>::max())) {
-      throw FieldError(field + ": " + std::to_string(i) + " is out of range");
-    }
-    return static_cast<T>(i);
+  const core::JsonInteger<T> n = core::json_integer<T>(v);
+  switch (n.fault) {
+    case core::JsonIntegerFault::None: return n.value;
+    case core::JsonIntegerFault::Negative: throw FieldError(field + ": " + v.dump() + " is negative");
+    case core::JsonIntegerFault::OutOfRange: throw FieldError(field + ": " + v.dump() + " is out of range");
+    case core::JsonIntegerFault::NotAnInteger: break;
   }
   throw FieldError(field + ": expected an integer, found " + v.dump());
 }

@@ -1,16 +1,14 @@
 // The default `.mtensor` format (docs/reference/dump-format.md): one file per tensor holding the
 // bytes it touches, exactly as they lie in memory, after a JSON header with its layout.
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "file_io.hpp"
 #include "json_numbers.hpp"
 #include "mate/dump/tensor_file.hpp"
-#include "tensor_format.hpp"
+#include "one_file_per_tensor_format.hpp"
 
 namespace mate::dump {
 
@@ -183,36 +181,16 @@ namespace detail {
 
 namespace {
 
-class MtensorFormat final : public TensorFormat {
+class MtensorFormat final : public OneFilePerTensorFormat {
  public:
   std::string_view name() const noexcept override { return "mate"; }
   bool keeps_layout() const noexcept override { return true; }
-
-  void place(std::string_view phase, std::vector<PhaseTensor>& tensors) const override {
-    for (PhaseTensor& t : tensors) t.file = std::string(phase) + "/" + t.stem + ".mtensor";
-  }
-
-  std::uint64_t estimate_size(const std::vector<PhaseTensor>& tensors) const override {
-    std::uint64_t total = 0;
-    for (const PhaseTensor& t : tensors) total += mtensor_file_size(t.meta.view());
-    return total;
-  }
-
-  std::string write(const std::string& call_dir, std::vector<PhaseTensor>& tensors, std::uint64_t& written) const override {
-    if (tensors.empty()) return "";
-    // Every file of a phase is in one subdirectory: inputs/ or outputs/.
-    const std::string phase_dir = call_dir + "/" + tensors.front().file.substr(0, tensors.front().file.find('/'));
-    if (::mkdir(phase_dir.c_str(), 0700) != 0) return "cannot create " + phase_dir + ": " + std::strerror(errno);
-    for (PhaseTensor& t : tensors) {
-      const WriteResult r = write_mtensor(call_dir + "/" + t.file, t.meta.view());
-      written += r.bytes;
-      if (r.read_failed) t.read_error = r.error;
-      else if (!r.ok()) return r.error;
-    }
-    return sync_directory(phase_dir);
-  }
-
   TensorRecord read(const std::string& path, const RecordedArg& /*arg*/) const override { return read_mtensor(path); }
+
+ protected:
+  std::string_view extension() const noexcept override { return ".mtensor"; }
+  std::uint64_t file_size(const tensor::TensorView& t) const override { return mtensor_file_size(t); }
+  WriteResult write_file(const std::string& path, const tensor::TensorView& t) const override { return write_mtensor(path, t); }
 };
 
 }  // namespace

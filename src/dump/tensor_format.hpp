@@ -4,7 +4,8 @@
 // publishing call.json only once the files it names are complete. A format decides where each
 // tensor of a phase goes, how large its files will be, how to write them complete under their
 // names, and how to read one tensor back. Adding a format is one file implementing TensorFormat
-// plus its line in tensor_formats.cpp; MATE_DUMP_* settings choose it in the writer.
+// (or OneFilePerTensorFormat, one_file_per_tensor_format.hpp, for a file per tensor) plus its
+// line in tensor_formats.cpp; MATE_DUMP_* settings choose it in the writer.
 #pragma once
 
 #include <cstdint>

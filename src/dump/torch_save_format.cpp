@@ -2,16 +2,14 @@
 // zip layout, readable by torch.load (1.13 and 2.x, weights_only=True included), holding exactly
 // the bytes the tensor touches. Written by MATE (no libtorch): a STORED zip (zip_archive.hpp)
 // around a protocol-2 pickle (torch_pickle.hpp).
-#include <sys/stat.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include "file_io.hpp"
 #include "json_numbers.hpp"
 #include "mate/dump/tensor_file.hpp"
 #include "mate/tensor/dtype.hpp"
-#include "tensor_format.hpp"
+#include "one_file_per_tensor_format.hpp"
 #include "torch_pickle.hpp"
 #include "torch_save.hpp"
 #include "zip_archive.hpp"
@@ -261,38 +259,22 @@ namespace detail {
 
 namespace {
 
-class TorchSaveFormat final : public TensorFormat {
+class TorchSaveFormat final : public OneFilePerTensorFormat {
  public:
   std::string_view name() const noexcept override { return "torch_save"; }
   bool keeps_layout() const noexcept override { return true; }
-
-  void place(std::string_view phase, std::vector<PhaseTensor>& tensors) const override {
-    for (PhaseTensor& t : tensors) t.file = std::string(phase) + "/" + t.stem + ".pt";
-  }
-
-  std::uint64_t estimate_size(const std::vector<PhaseTensor>& tensors) const override {
-    std::uint64_t total = 0;
-    for (const PhaseTensor& t : tensors) total += dump::torch_save_file_size(t.meta.view());
-    return total;
-  }
-
-  std::string write(const std::string& call_dir, std::vector<PhaseTensor>& tensors, std::uint64_t& written) const override {
-    if (tensors.empty()) return "";
-    const std::string phase_dir = call_dir + "/" + tensors.front().file.substr(0, tensors.front().file.find('/'));
-    if (::mkdir(phase_dir.c_str(), 0700) != 0) return "cannot create " + phase_dir + ": " + std::strerror(errno);
-    for (PhaseTensor& t : tensors) {
-      const WriteResult r = dump::write_torch_save(call_dir + "/" + t.file, t.meta.view());
-      written += r.bytes;
-      if (r.read_failed) t.read_error = r.error;
-      else if (!r.ok()) return r.error;
-    }
-    return sync_directory(phase_dir);
-  }
 
   TensorRecord read(const std::string& path, const RecordedArg& arg) const override {
     TensorRecord stored = read_torch_save(path);
     if (!arg.tensor) throw DumpError(path + ": call.json records no layout for " + arg.name);
     return with_recorded_layout(std::move(stored), arg.tensor->view(), path);
+  }
+
+ protected:
+  std::string_view extension() const noexcept override { return ".pt"; }
+  std::uint64_t file_size(const tensor::TensorView& t) const override { return dump::torch_save_file_size(t); }
+  WriteResult write_file(const std::string& path, const tensor::TensorView& t) const override {
+    return dump::write_torch_save(path, t);
   }
 };
 

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include "mate/core/json_integer.hpp"
+
 namespace mate::log {
 
 namespace {
@@ -67,17 +69,7 @@ std::string optional_string(const json& j, const char* key) {
 template <class T>
 T integer_field(const json& j, const char* key) {
   const json& v = field(j, key);
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return static_cast<T>(u);
-  } else if (v.is_number_integer()) {
-    const auto i = v.get<std::int64_t>();
-    if (std::is_signed_v<T> || i >= 0) {
-      if (i >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
-          (i < 0 || static_cast<std::uint64_t>(i) <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())))
-        return static_cast<T>(i);
-    }
-  }
+  if (const core::JsonInteger<T> n = core::json_integer<T>(v)) return n.value;
   bad(std::string(key) + ": expected an integer from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
       std::to_string(std::numeric_limits<T>::max()) + ", found " + v.dump(-1, ' ', false, json::error_handler_t::replace));
 }
@@ -100,10 +92,10 @@ std::vector<std::int64_t> integer_list(const json& j, const char* key) {
   if (!v.is_array()) bad(std::string(key) + ": expected a list of integers");
   std::vector<std::int64_t> out;
   for (const json& x : v) {
-    if (!x.is_number_integer()) bad(std::string(key) + ": expected a list of integers");
-    if (x.is_number_unsigned() && x.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-      bad(std::string(key) + ": a value exceeds 64 bits");
-    out.push_back(x.get<std::int64_t>());
+    const core::JsonInteger<std::int64_t> n = core::json_integer<std::int64_t>(x);
+    if (n.fault == core::JsonIntegerFault::NotAnInteger) bad(std::string(key) + ": expected a list of integers");
+    if (!n) bad(std::string(key) + ": a value exceeds 64 bits");
+    out.push_back(n.value);
   }
   return out;
 }

@@ -98,5 +98,11 @@ TEST(SuggestVariable, SlipsWordOrderAndLeftOutWords) {
   EXPECT_EQ(suggest_variable("MATE_COLOR"), "");
 }
 
+TEST(ShardIndexError, NamesBothVariablesAndTheAcceptedIndices) {
+  EXPECT_EQ(shard_index_error(0, 1), "");
+  EXPECT_EQ(shard_index_error(2, 3), "");
+  EXPECT_EQ(shard_index_error(3, 3), "MATE_PYTEST_SHARD_INDEX=3 is not below MATE_PYTEST_SHARD_TOTAL=3; accepted: 0 to 2");
+}
+
 }  // namespace
 }  // namespace mate::config

@@ -6,6 +6,8 @@ import os
 import struct
 import subprocess
 
+import pytest
+
 SCRIPT = """
 import torch
 from mate.api_logging import mate_api
@@ -113,3 +115,11 @@ def test_dumped_tensors_open_with_torch_load_keeping_their_strides(run_python, t
     shape_line, crc_line = p.stdout.splitlines()
     assert shape_line == "(2, 3) (1, 2) False True"
     assert crc_line == "None"
+
+
+def test_element_sizes_are_the_cpp_cores():
+    from mate import _mate
+    sizes = {name: _mate.element_size(name) for name in ("f64", "f32", "bf16", "f8e5m2", "i16", "u64", "bool")}
+    assert sizes == {"f64": 8, "f32": 4, "bf16": 2, "f8e5m2": 1, "i16": 2, "u64": 8, "bool": 1}
+    with pytest.raises(ValueError, match=r'unknown dtype "float32" \(MATE\'s dtype names: f64, f32, .*bool\)'):
+        _mate.element_size("float32")

@@ -48,10 +48,7 @@ void select_test_shard() {
   const std::int64_t total = config::pytest_shard_total();
   const std::int64_t index = config::pytest_shard_index();
   (void)config::pytest_shard_mode();  // validated: "file" is the only mode
-  if (index >= total)
-    throw std::invalid_argument("MATE_PYTEST_SHARD_INDEX=" + std::to_string(index) +
-                                " is not below MATE_PYTEST_SHARD_TOTAL=" + std::to_string(total) +
-                                "; accepted: 0 to " + std::to_string(total - 1));
+  if (std::string error = config::shard_index_error(index, total); !error.empty()) throw std::invalid_argument(error);
   // A listing (ctest's discovery) names every test: the ctest entries it makes are each run
   // later, with the shard variables in force then.
   if (total <= 1 || GTEST_FLAG_GET(list_tests)) return;

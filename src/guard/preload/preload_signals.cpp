@@ -45,13 +45,16 @@ F next_definition(std::atomic<F>& cache, const char* name) noexcept {
 
 SigactionFunction real_sigaction() noexcept { return next_definition(g_sigaction, "sigaction"); }
 
-int call_real_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
-  const SigactionFunction real = real_sigaction();
-  if (real == nullptr) {
+// Calls the next definition of `name` with `args`; without one, fails as the C library would
+// have: errno ENOSYS and `failure` (-1, SIG_ERR).
+template <typename F, typename R, typename... Args>
+R call_next(std::atomic<F>& cache, const char* name, R failure, Args... args) noexcept {
+  const F next = next_definition(cache, name);
+  if (next == nullptr) {
     errno = ENOSYS;
-    return -1;
+    return failure;
   }
-  return real(sig, act, old);
+  return next(args...);
 }
 
 // signal()'s action, as the C library builds it: the handler's own signal blocked while it runs,
@@ -66,7 +69,12 @@ Handler bsd_style(int sig, Handler handler) noexcept {
   return old.sa_handler;
 }
 
-bool bad_handler(Handler handler) noexcept { return handler == SIG_ERR; }
+// SIG_ERR is no disposition: refused with EINVAL, as the C library refuses it.
+bool refused(Handler handler) noexcept {
+  if (handler != SIG_ERR) return false;
+  errno = EINVAL;
+  return true;
+}
 
 }  // namespace
 
@@ -81,7 +89,7 @@ void resolve_signal_functions() noexcept { set_system_sigaction(real_sigaction()
 
 MATE_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
   if (exchange_program_action(sig, act, old)) return 0;
-  return call_real_sigaction(sig, act, old);
+  return call_next(g_sigaction, "sigaction", -1, sig, act, old);
 }
 
 MATE_EXPORT int __sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
@@ -90,18 +98,10 @@ MATE_EXPORT int __sigaction(int sig, const struct sigaction* act, struct sigacti
 
 MATE_EXPORT Handler signal(int sig, Handler handler) noexcept {
   if (holds_program_action(sig)) {
-    if (bad_handler(handler)) {
-      errno = EINVAL;
-      return SIG_ERR;
-    }
+    if (refused(handler)) return SIG_ERR;
     return bsd_style(sig, handler);
   }
-  const SignalFunction real = next_definition(g_signal, "signal");
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return SIG_ERR;
-  }
-  return real(sig, handler);
+  return call_next(g_signal, "signal", SIG_ERR, sig, handler);
 }
 
 MATE_EXPORT Handler bsd_signal(int sig, Handler handler) noexcept { return signal(sig, handler); }
@@ -111,10 +111,7 @@ MATE_EXPORT Handler ssignal(int sig, Handler handler) noexcept { return signal(s
 // system calls not restarted.
 MATE_EXPORT Handler sysv_signal(int sig, Handler handler) noexcept {
   if (holds_program_action(sig)) {
-    if (bad_handler(handler)) {
-      errno = EINVAL;
-      return SIG_ERR;
-    }
+    if (refused(handler)) return SIG_ERR;
     struct sigaction act {}, old {};
     act.sa_handler = handler;
     sigemptyset(&act.sa_mask);
@@ -122,12 +119,7 @@ MATE_EXPORT Handler sysv_signal(int sig, Handler handler) noexcept {
     exchange_program_action(sig, &act, &old);
     return old.sa_handler;
   }
-  const SignalFunction real = next_definition(g_sysv_signal, "sysv_signal");
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return SIG_ERR;
-  }
-  return real(sig, handler);
+  return call_next(g_sysv_signal, "sysv_signal", SIG_ERR, sig, handler);
 }
 
 MATE_EXPORT Handler __sysv_signal(int sig, Handler handler) noexcept { return sysv_signal(sig, handler); }
@@ -135,18 +127,8 @@ MATE_EXPORT Handler __sysv_signal(int sig, Handler handler) noexcept { return sy
 // System V's sigset(): SIG_HOLD blocks the signal; a handler is installed with the signal
 // unblocked; SIG_HOLD is returned when it was blocked before.
 MATE_EXPORT Handler sigset(int sig, Handler disposition) noexcept {
-  if (!holds_program_action(sig)) {
-    const SignalFunction real = next_definition(g_sigset, "sigset");
-    if (real == nullptr) {
-      errno = ENOSYS;
-      return SIG_ERR;
-    }
-    return real(sig, disposition);
-  }
-  if (bad_handler(disposition)) {
-    errno = EINVAL;
-    return SIG_ERR;
-  }
+  if (!holds_program_action(sig)) return call_next(g_sigset, "sigset", SIG_ERR, sig, disposition);
+  if (refused(disposition)) return SIG_ERR;
   sigset_t set, before;
   sigemptyset(&set);
   sigaddset(&set, sig);
