@@ -34,8 +34,8 @@ struct StampLocation {
   std::string file;
   std::string subject;  // the library as the stamp names it, compared on reading
 };
-// A JIT cache entry's: <entry>/verified.json, naming its library by file name (the entry may be
-// renamed as a whole, e.g. by `mate clear-cache`, without the library changing).
+// A JIT cache entry's: <entry>/verified.json, naming its library by file name (the stamp sits
+// beside it; the entry may be reached through other paths, e.g. a workspace base via a link).
 StampLocation entry_stamp(const std::string& entry_dir, const Manifest& m);
 // An AOT module's: its install directory may be read-only, so the stamp is kept in the JIT
 // cache, <cache root>/aot-verified/<xxh3-128 of the library's path>.json, naming the library by
