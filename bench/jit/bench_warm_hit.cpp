@@ -1,7 +1,9 @@
 // Warm hit: a fresh process loading an already-built module (registry, plan and key, compiler
 // memo, stat, manifest, dlopen) against a fresh process of the same binary doing only the
 // dlopen of the same library. Goal: within 2 ms. Children get a scratch MATE_WORKSPACE_BASE.
-// The same pair for a module padded to 32 MiB shows what the content-hash check costs per MiB.
+// The same pair for a module padded to 32 MiB shows what the content-hash check costs per MiB:
+// a stamped hit (the library's verified stamp vouches for it: no hash) and an unstamped one (the
+// stamp removed before each process: a hash, and the stamp written again).
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -67,10 +70,17 @@ double children_cpu_ms() {
 
 // Wall time is what a user waits for, but on a shared machine it includes time the child sat
 // in the run queue; child_cpu_ms (user + system CPU of the children) is the steadier figure.
-void run_benchmark(benchmark::State& state, const std::vector<std::string>& args) {
+void run_benchmark(benchmark::State& state, const std::vector<std::string>& args,
+                   const std::function<void()>& before_each = nullptr) {
   double cpu0 = children_cpu_ms();
-  for (auto _ : state)
+  for (auto _ : state) {
+    if (before_each) {
+      state.PauseTiming();
+      before_each();
+      state.ResumeTiming();
+    }
     if (run_probe(args) != 0) state.SkipWithError("probe failed");
+  }
   state.counters["child_cpu_ms"] = (children_cpu_ms() - cpu0) / static_cast<double>(state.iterations());
 }
 
@@ -89,6 +99,13 @@ void BM_FreshProcess_LoadModuleWarmHit_Padded(benchmark::State& state) {
 }
 BENCHMARK(BM_FreshProcess_LoadModuleWarmHit_Padded)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(100)->Repetitions(3);
 
+// The first hit after the stamp went missing: the hash, and the stamp written again.
+void BM_FreshProcess_LoadModuleUnstampedHit_Padded(benchmark::State& state) {
+  const std::string stamp = std::filesystem::path(g_padded_library).parent_path().string() + "/verified.json";
+  run_benchmark(state, {"load", std::to_string(kPaddedMib)}, [&] { std::filesystem::remove(stamp); });
+}
+BENCHMARK(BM_FreshProcess_LoadModuleUnstampedHit_Padded)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(100)->Repetitions(3);
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,14 +117,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_jit_warm_hit: could not prepare the module (%s)\n", out.c_str());
     return 1;
   }
-  g_library = out.substr(10, out.find('\n') - 10);
+  // "jit-cache <path> <libraries hashed>": a stamped warm hit hashes nothing.
+  auto library_of = [](const std::string& line) { return line.substr(10, line.find(' ', 10) - 10); };
+  auto hashed_of = [](const std::string& line) { return line.substr(line.rfind(' ') + 1); };
+  if (hashed_of(out) != "0\n") {
+    std::fprintf(stderr, "bench_jit_warm_hit: the warm hit hashed its library (%s)\n", out.c_str());
+    return 1;
+  }
+  g_library = library_of(out);
   const std::string mib = std::to_string(kPaddedMib);
   out.clear();
   if (run_probe({"path", mib}) != 0 || run_probe({"path", mib}, &out) != 0 || out.rfind("jit-cache ", 0) != 0) {
     std::fprintf(stderr, "bench_jit_warm_hit: could not prepare the padded module (%s)\n", out.c_str());
     return 1;
   }
-  g_padded_library = out.substr(10, out.find('\n') - 10);
+  if (hashed_of(out) != "0\n") {
+    std::fprintf(stderr, "bench_jit_warm_hit: the padded warm hit hashed its library (%s)\n", out.c_str());
+    return 1;
+  }
+  g_padded_library = library_of(out);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -1,7 +1,8 @@
 // The process the warm-hit benchmark starts: `load [MIB]` runs load_module() on a module
 // already built (the sample module, or with MIB a padded one of about MIB MiB), `dlopen PATH`
 // only dlopens the library and looks the symbol up. Same binary in both modes, so process
-// start-up costs cancel out in the comparison. `path [MIB]` loads and prints origin and path.
+// start-up costs cancel out in the comparison. `path [MIB]` loads and prints origin, path and
+// how many libraries the load hashed (0 when the library's verified stamp vouched for it).
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "jit/verify.hpp"
 #include "mate/jit/catalog.hpp"
 #include "mate/jit/module.hpp"
 
@@ -40,7 +42,9 @@ int main(int argc, char** argv) {
       long mib = argc == 3 ? std::atol(argv[2]) : 0;
       auto m = mate::jit::load_module(mib > 0 ? padded_spec(mib) : mate::jit::sample_axpy_spec("float", 64));
       if (m.symbol("mate_sample_axpy") == nullptr) return 1;
-      if (argv[1][0] == 'p') std::printf("%s %s\n", std::string(mate::jit::to_string(m.origin())).c_str(), m.path().c_str());
+      if (argv[1][0] == 'p')
+        std::printf("%s %s %llu\n", std::string(mate::jit::to_string(m.origin())).c_str(), m.path().c_str(),
+                    static_cast<unsigned long long>(mate::jit::detail::libraries_hashed()));
       return 0;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "load_probe: %s\n", e.what());

@@ -50,7 +50,7 @@ nlohmann::json to_json(const jit::ModuleStatus& s, bool detailed) {
 
 void add_module_status_command(CLI::App& app, int& exit_code) {
   struct Flags {
-    bool detailed = false, json = false;
+    bool detailed = false, json = false, verify = false;
     std::string filter;
   };
   auto flags = std::make_shared<Flags>();
@@ -59,11 +59,14 @@ void add_module_status_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--filter", flags->filter, "Only modules in this state")
       ->check(CLI::IsMember({"aot", "jit", "missing", "stale", "corrupt"}));
   cmd->add_flag("--json", flags->json, "Print as JSON");
+  cmd->add_flag("--verify", flags->verify,
+                "Hash every module's library, even one whose verified stamp says it is unchanged "
+                "(finds damage below the file system)");
   cmd->callback([flags, &exit_code] {
     jit::CacheSummary summary = jit::cache_summary();
     std::vector<jit::ModuleStatus> rows;
     for (const auto& entry : jit::known_modules()) {
-      auto s = jit::module_status(entry.spec, entry.library);
+      auto s = jit::module_status(entry.spec, entry.library, {.verify = flags->verify});
       if (matches_filter(s, flags->filter)) rows.push_back(std::move(s));
     }
     if (flags->json) {

@@ -139,7 +139,7 @@ const AotIndex& read_index(const std::string& root) {
 }  // namespace
 
 std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* searched, const AotAccept& accept,
-                                 std::vector<std::string>* damaged) {
+                                 std::vector<std::string>* damaged, const CheckOptions& options) {
   for (const auto& root : aot_directories()) {
     const AotIndex& index = read_index(root);
     if (!index.present) {
@@ -157,9 +157,11 @@ std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* sea
       // A damaged module (emptied, truncated, removed) or one that cannot be loaded does not
       // hide a good one in a later root.
       AotMatch match{root, root + "/" + dir, m};
-      why = library_problem(match.dir, m);
+      const std::string library = match.dir + "/" + m.library;
+      CheckedLibrary checked;
+      why = check_library(library, m, aot_stamp(library), options, &checked);
       if (!why.empty() && damaged) damaged->push_back(match.dir + ": " + why);
-      if (why.empty() && (!accept || accept(match, &why))) return match;
+      if (why.empty() && (!accept || accept(match, checked, &why))) return match;
       reasons += fmt::format("; key {} matches but is unusable: {}", m.key, why);
     }
     if (searched)

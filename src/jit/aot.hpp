@@ -8,6 +8,7 @@
 
 #include "jit/cache.hpp"
 #include "jit/plan.hpp"
+#include "jit/verify.hpp"
 
 namespace mate::jit::detail {
 
@@ -20,14 +21,16 @@ struct AotMatch {
 // Looks for `plan` in every AOT root, in order. `searched` gets one line per root: where it
 // looked and, when it did not match, why. The AOT module matches when every input of the module
 // itself is equal (see aot_mismatch), every arch of the plan is in the module's arch list, and
-// its library is sound (library_problem). `accept` (the loader's dlopen) may still refuse a
-// match, saying why; the search then goes on through the later modules and roots.
-// `damaged` gets one line per matching module whose library fails library_problem (missing,
+// its library is sound (check_library, with the module's stamp in the JIT cache, aot_stamp).
+// `accept` (the loader's dlopen of the checked library, still open) may still refuse a match,
+// saying why; the search then goes on through the later modules and roots.
+// `damaged` gets one line per matching module whose library fails check_library (missing,
 // truncated, not the content hash recorded): "<dir>: <why>", for the warning that the module
 // was passed over (an AOT root is an install: it is left as it is, never set aside).
-using AotAccept = std::function<bool(const AotMatch&, std::string* why)>;
+using AotAccept = std::function<bool(const AotMatch&, CheckedLibrary& library, std::string* why)>;
 std::optional<AotMatch> find_aot(const Plan& plan, std::vector<std::string>* searched,
-                                 const AotAccept& accept = nullptr, std::vector<std::string>* damaged = nullptr);
+                                 const AotAccept& accept = nullptr, std::vector<std::string>* damaged = nullptr,
+                                 const CheckOptions& options = {});
 
 // Inputs that say which compiler built a module rather than what the module is: its path,
 // invoked name and version, and nvcc's host compiler.

@@ -36,7 +36,7 @@ std::vector<AotResult> build_aot(const std::vector<ModuleSpec>& specs, const std
     std::string final_dir = parent + "/" + plan.key;
     std::string staging;
     try {
-      staging = build_in_staging(plan, parent);
+      staging = build_in_staging(plan, parent, BuildStamp::None);
     } catch (const CacheVanished& e) {
       throw ModuleError(ModuleError::Kind::CacheError,
                         fmt::format("AOT build into {}: {}", root, e.what()));

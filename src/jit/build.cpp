@@ -12,12 +12,14 @@
 #include <cstring>
 #include <system_error>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "jit/cache.hpp"
 #include "jit/process.hpp"
+#include "jit/verify.hpp"
 #include "mate/config.hpp"
 #include "mate/core/atomic_file.hpp"
 #include "mate/core/quiet_write.hpp"
@@ -166,7 +168,7 @@ int ninja_jobs() {
 
 }  // namespace
 
-std::string build_in_staging(const Plan& plan, const std::string& parent) {
+std::string build_in_staging(const Plan& plan, const std::string& parent, BuildStamp stamp) {
   static std::atomic<unsigned> counter{0};
   // Read (and validated: an invalid value throws ConfigError) before anything is on disk, so
   // that a bad MAX_JOBS or MATE_JIT_VERBOSE leaves no staging directory behind.
@@ -238,10 +240,21 @@ std::string build_in_staging(const Plan& plan, const std::string& parent) {
   m.build_seconds = seconds;
   struct stat st {};
   if (::stat((staging + "/module.so").c_str(), &st) == 0) m.size = static_cast<std::uint64_t>(st.st_size);
-  // The content hash every later load checks before its dlopen (cache.hpp, library_problem).
+  // The content hash every later load checks before its dlopen (verify.hpp, check_library).
   std::string hash_error;
-  if (auto hash = library_content_hash(staging + "/module.so", &hash_error)) {
+  std::optional<FileIdentity> identity;
+  auto hash = library_content_hash(staging + "/module.so", &hash_error, &identity);
+  if (hash && !identity && stamp == BuildStamp::Write) {
+    // The link ended in this tick of the file clock: once it is past, a stamp can vouch for the
+    // bytes (verify.hpp). 20 ms covers a tick at HZ=100; nothing next to a build.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    hash = library_content_hash(staging + "/module.so", &hash_error, &identity);
+  }
+  if (hash) {
     m.library_hash = *hash;
+    // The publishing rename moves the directory, not the library: its identity stays, so the
+    // first warm hit need not hash it again.
+    if (stamp == BuildStamp::Write && identity) write_stamp(entry_stamp(staging, m), *identity, *hash);
   } else {
     if (dir.vanished()) dir.throw_vanished(plan);
     throw ModuleError(ModuleError::Kind::CacheError,

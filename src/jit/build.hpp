@@ -21,7 +21,10 @@ struct CacheVanished : std::runtime_error {
 // Throws ModuleError(BuildFailed) with the full build output and the failing command,
 // ModuleError(NotBuildable) when ninja cannot be started, ModuleError(CacheError) when a file
 // cannot be written, and CacheVanished.
-std::string build_in_staging(const Plan& plan, const std::string& parent);
+// With BuildStamp::Write (JIT cache entries) the library's verified stamp is written too
+// (verify.hpp); AOT builds keep theirs in the JIT cache of whoever loads them.
+enum class BuildStamp { Write, None };
+std::string build_in_staging(const Plan& plan, const std::string& parent, BuildStamp stamp);
 
 enum class Publish { Published, AlreadyThere, ParentGone };
 // Renames `staging` to `final_dir`. AlreadyThere: another process published first (staging is

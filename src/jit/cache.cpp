@@ -1,9 +1,6 @@
 #include "jit/cache.hpp"
 
-#include <fcntl.h>
 #include <pwd.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "jit/hash.hpp"
+#include "jit/verify.hpp"
 #include "mate/config.hpp"
 #include "mate/core/quiet_write.hpp"
 
@@ -100,88 +97,17 @@ std::optional<Manifest> read_manifest(const std::string& dir, std::string* why) 
   }
 }
 
-std::string check_entry(const std::string& dir, const Plan& plan, Manifest* out) {
+std::string check_entry(const std::string& dir, const Plan& plan, Manifest* out, const CheckOptions& options,
+                        CheckedLibrary* library) {
   std::string why;
   auto m = read_manifest(dir, &why);
   if (!m) return why;
   if (m->name != plan.spec.name || m->key != plan.key)
     return fmt::format("manifest.json is for module '{}' key {}, not '{}' key {}", m->name, m->key,
                        plan.spec.name, plan.key);
-  if (std::string why = library_problem(dir, *m); !why.empty()) return why;
+  if (std::string why = check_library(dir + "/" + m->library, *m, entry_stamp(dir, *m), options, library); !why.empty())
+    return why;
   if (out) *out = std::move(*m);
-  return "";
-}
-
-namespace {
-
-// What one look at a library found: its size, the ELF magic, and the XXH3-128 of its bytes.
-// Mapped rather than read: no copy, and the mapping's pages are the page-cache pages the dlopen
-// that follows maps again (a read() copy measured about twice as slow on a 32 MiB library). A
-// library truncated by someone else while it is hashed faults (SIGBUS) as it would under the
-// dlopen itself; published entries are never modified, so only a hostile writer does that.
-struct LibraryBytes {
-  int error = 0;  // errno of open/fstat/mmap, 0 when none
-  bool regular = false;
-  std::uint64_t size = 0;
-  bool elf = false;
-  std::string hash;
-};
-
-LibraryBytes read_library(const std::string& path) {
-  LibraryBytes r;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    r.error = errno;
-    return r;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    r.error = errno;
-  } else if ((r.regular = S_ISREG(st.st_mode))) {
-    r.size = static_cast<std::uint64_t>(st.st_size);
-    std::string_view bytes;
-    void* p = MAP_FAILED;
-    if (r.size > 0) {
-      p = ::mmap(nullptr, r.size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-      if (p == MAP_FAILED) r.error = errno;
-      else bytes = std::string_view(static_cast<const char*>(p), r.size);
-    }
-    if (r.error == 0) {
-      r.elf = bytes.size() >= 4 && std::memcmp(bytes.data(), "\x7f" "ELF", 4) == 0;
-      r.hash = content_hash_hex(bytes);
-    }
-    if (p != MAP_FAILED) ::munmap(p, r.size);
-  }
-  ::close(fd);
-  return r;
-}
-
-}  // namespace
-
-std::optional<std::string> library_content_hash(const std::string& path, std::string* why) {
-  LibraryBytes b = read_library(path);
-  if (b.error != 0 || !b.regular) {
-    if (why) *why = fmt::format("{} cannot be read: {}", path, b.error ? std::strerror(b.error) : "not a regular file");
-    return std::nullopt;
-  }
-  return b.hash;
-}
-
-std::string library_problem(const std::string& dir, const Manifest& m) {
-  LibraryBytes b = read_library(dir + "/" + m.library);
-  if (b.error == ENOENT || (b.error == 0 && !b.regular)) return m.library + " is missing";
-  if (b.error != 0) return fmt::format("{} cannot be read: {}", m.library, std::strerror(b.error));
-  if (!b.elf) return m.library + " is not an ELF shared library";
-  if (b.size != m.size)
-    return fmt::format("{} has {} bytes but manifest.json recorded {} (truncated or replaced)", m.library, b.size,
-                       m.size);
-  if (m.library_hash.empty())
-    return fmt::format("manifest.json records no content hash of {} (written by a MATE that did not check "
-                       "them)", m.library);
-  if (b.hash != m.library_hash)
-    return fmt::format("{} does not match the content hash manifest.json recorded (xxh3-128 {}, the file's is "
-                       "{}): its bytes were changed after it was built",
-                       m.library, m.library_hash, b.hash);
   return "";
 }
 

@@ -2,8 +2,10 @@
 //
 //   <base>/.cache/mate/<version>/
 //     toolchains/<stamp>.version                     compiler --version memos
-//     <arch>/cached_ops/<name>/<key>/                a published entry (immutable)
+//     <arch>/cached_ops/<name>/<key>/                a published entry (immutable but its stamp)
 //         manifest.json  module.so  build.ninja  build.log  src/  include/  obj/
+//         verified.json                              the library's verified stamp (verify.hpp)
+//     aot-verified/<hash of path>.json               AOT modules' verified stamps
 //     <arch>/cached_ops/<name>/.lock-<key>           flock serialising builders of <key>
 //     <arch>/cached_ops/<name>/.staging-<key>-...    a private build directory
 //     <arch>/cached_ops/<name>/.corrupt-<key>-...    an entry set aside as unusable
@@ -20,6 +22,14 @@
 
 namespace mate::jit::detail {
 
+class CheckedLibrary;  // verify.hpp
+
+// How a library check (verify.hpp, check_library) uses the verified stamp.
+struct CheckOptions {
+  bool trust_stamp = true;  // false: hash whatever the stamp says (module-status --verify, error paths)
+  bool write_stamp = true;  // false: write no stamp (a status query creates nothing)
+};
+
 // <base>/.cache/mate/<version>; base is MATE_WORKSPACE_BASE, else HOME, else the password
 // database's home directory.
 std::string cache_root();
@@ -34,7 +44,7 @@ struct Manifest {
   double build_seconds = 0;
   std::uint64_t size = 0;
   // XXH3-128 of the library's bytes (32 hex digits), recorded when the entry is published and
-  // checked before every dlopen: a damaged library is set aside, never loaded.
+  // checked before every dlopen (verify.hpp): a damaged library is set aside, never loaded.
   std::string library_hash;
 };
 
@@ -43,15 +53,11 @@ Manifest manifest_for(const Plan& plan);
 // Reads <dir>/manifest.json; nullopt with `why` when missing or malformed.
 std::optional<Manifest> read_manifest(const std::string& dir, std::string* why);
 // Checks a published entry against the plan: manifest readable, same name and key, and the
-// library sound (library_problem). Returns "" when usable, else the reason. The loader and
-// `mate module-status` both judge entries by it, so status shows what a load would do.
-std::string check_entry(const std::string& dir, const Plan& plan, Manifest* out);
-// Whether <dir>/<m.library> is a regular file starting with the ELF magic, of the size and with
-// the content hash the manifest recorded: "" when it is, else why not (for JIT entries and AOT
-// modules alike). Reads the whole library (hashed at memory speed; bench/README.md).
-std::string library_problem(const std::string& dir, const Manifest& m);
-// The XXH3-128 of the file at `path` (32 hex digits), or nullopt with `why` naming the failure.
-std::optional<std::string> library_content_hash(const std::string& path, std::string* why);
+// library sound (check_library, with the entry's stamp). Returns "" when usable, else the
+// reason; `library`, when given, gets the checked library, open. The loader and `mate
+// module-status` both judge entries by it, so status shows what a load would do.
+std::string check_entry(const std::string& dir, const Plan& plan, Manifest* out, const CheckOptions& options = {},
+                        CheckedLibrary* library = nullptr);
 
 // Total bytes of regular files under `dir` (0 when missing).
 std::uint64_t directory_size(const std::string& dir);

@@ -19,6 +19,7 @@
 #include "jit/build.hpp"
 #include "jit/cache.hpp"
 #include "jit/plan.hpp"
+#include "jit/verify.hpp"
 #include "mate/config.hpp"
 #include "mate/core/file_lock.hpp"
 #include "mate/jit/module.hpp"
@@ -99,31 +100,41 @@ std::shared_ptr<const Module::State> make_state(const Plan& plan, const std::str
 // cause is this process's environment (a runtime library not found, LD_LIBRARY_PATH), so that
 // throws ModuleError(LoadFailed) and leaves the entry alone; rebuilding would not help. Unless
 // the entry vanished between the check and the dlopen (`mate clear-cache`): then it is absent.
+// The library is dlopened by path, after the check of the file opened there; a library that
+// changed or was replaced between the two is unloaded and checked again (verify.hpp).
 void* load_published(const std::string& entry, const Plan& plan, bool* exists, std::string* problem) {
   struct stat st {};
   *exists = ::stat(entry.c_str(), &st) == 0;
   if (!*exists) return nullptr;
-  Manifest m;
-  *problem = check_entry(entry, plan, &m);
-  if (!problem->empty()) return nullptr;
-  const std::string library = entry + "/" + m.library;
-  std::string error;
-  void* h = try_dlopen(library, &error);
-  if (h == nullptr && ::stat(entry.c_str(), &st) != 0) {
-    *exists = false;
-    return nullptr;
-  }
-  if (h == nullptr) {
-    // Something changed it after the check: judge it again rather than call it intact.
-    *problem = check_entry(entry, plan, nullptr);
+  constexpr int kTries = 3;
+  for (int attempt = 1; attempt <= kTries; ++attempt) {
+    Manifest m;
+    CheckedLibrary library;
+    *problem = check_entry(entry, plan, &m, {}, &library);
+    if (!problem->empty()) return nullptr;
+    std::string error;
+    void* h = try_dlopen(library.path(), &error);
+    if (h != nullptr && library.still_unchanged()) return h;
+    if (h != nullptr) ::dlclose(h);  // what was loaded may not be what was checked
+    if (::stat(entry.c_str(), &st) != 0) {
+      *exists = false;
+      return nullptr;
+    }
+    if (h != nullptr) continue;
+    // Judged again by its bytes, stamp or not (something may have changed it after the check, or
+    // below the file system), rather than called intact.
+    *problem = check_entry(entry, plan, nullptr, {.trust_stamp = false});
     if (!problem->empty()) return nullptr;
     throw ModuleError(ModuleError::Kind::LoadFailed,
                       fmt::format("module '{}': {} cannot be loaded: {}\n(the cache entry {} is intact and was "
                                   "left in place: check that the libraries it needs can be found, e.g. "
                                   "LD_LIBRARY_PATH; `mate clear-cache` removes it if it is damaged)",
-                                  plan.spec.name, library, error, entry));
+                                  plan.spec.name, library.path(), error, entry));
   }
-  return h;
+  throw ModuleError(ModuleError::Kind::CacheError,
+                    fmt::format("module '{}': {}/module.so changed between its check and its dlopen {} times in a "
+                                "row: something keeps writing the cache entry",
+                                plan.spec.name, entry, kTries));
 }
 
 // Removes entries set aside earlier for this key. Nothing loads a set-aside entry (a process
@@ -215,7 +226,7 @@ std::shared_ptr<const Module::State> build_locked(const Plan& plan, const std::s
   remove_dead_staging(mod_dir, plan.key);
   std::string staging;
   try {
-    staging = build_in_staging(plan, mod_dir);
+    staging = build_in_staging(plan, mod_dir, BuildStamp::Write);
   } catch (const CacheVanished&) {
     return nullptr;
   }
@@ -285,10 +296,19 @@ Module load_module(const ModuleSpec& spec, const LoadOptions& options) {
 
   // An AOT module that matches but cannot be loaded gives way to the next match, then the JIT.
   void* aot_handle = nullptr;
-  auto load_aot = [&](const AotMatch& match, std::string* why) {
-    aot_handle = try_dlopen(match.dir + "/" + match.manifest.library, why);
-    if (aot_handle == nullptr) *why = "cannot be loaded: " + *why;
-    return aot_handle != nullptr;
+  auto load_aot = [&](const AotMatch&, CheckedLibrary& library, std::string* why) {
+    aot_handle = try_dlopen(library.path(), why);
+    if (aot_handle == nullptr) {
+      *why = "cannot be loaded: " + *why;
+      return false;
+    }
+    if (!library.still_unchanged()) {  // what was loaded may not be what was checked
+      ::dlclose(aot_handle);
+      aot_handle = nullptr;
+      *why = "changed between its check and its dlopen";
+      return false;
+    }
+    return true;
   };
   std::vector<std::string> damaged;
   auto aot = find_aot(plan, &searched, load_aot, &damaged);
@@ -308,7 +328,8 @@ Module load_module(const ModuleSpec& spec, const LoadOptions& options) {
     throw ModuleError(ModuleError::Kind::NotBuildable,
                       fmt::format("module '{}' is not buildable here: {}", spec.name, plan.why_not_buildable));
 
-  // Warm hit: a stat, the manifest and a dlopen; no lock, no subprocess.
+  // Warm hit: a stat, the manifest, the library checked (its stamp, or its hash) and a dlopen;
+  // no lock, no subprocess.
   bool exists = false;
   std::string problem;
   if (void* h = load_published(entry, plan, &exists, &problem))

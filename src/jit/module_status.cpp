@@ -82,7 +82,8 @@ std::optional<Manifest> newest_other_entry(const std::string& root, const Plan& 
   std::error_code ec;
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
     std::string arch = it->path().filename().string();
-    if (arch == plan.arch || arch == "toolchains" || arch.empty() || arch[0] == '.') continue;
+    if (arch == plan.arch || arch == "toolchains" || arch == "aot-verified" || arch.empty() || arch[0] == '.')
+      continue;
     if (auto other = newest_entry(it->path().string() + "/cached_ops/" + plan.spec.name, toolchain))
       if (!newest || other->built_at > newest->built_at) newest = std::move(other);
   }
@@ -91,7 +92,7 @@ std::optional<Manifest> newest_other_entry(const std::string& root, const Plan& 
 
 }  // namespace
 
-ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
+ModuleStatus module_status(const ModuleSpec& spec, const std::string& library, const StatusOptions& options) {
   ModuleStatus s;
   s.library = library;
   s.name = spec.name;
@@ -119,6 +120,8 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
                             : plan.why_not_buildable;
     return s;
   }
+  // A status query writes no stamp; with --verify it trusts none either.
+  const CheckOptions check{.trust_stamp = !options.verify, .write_stamp = false};
   std::vector<std::string> damaged_aot;
   // A damaged AOT module is passed over as the loader does; the note says why it is not used.
   auto with_damaged_aot = [&]() -> ModuleStatus& {
@@ -126,7 +129,7 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
       s.detail += (s.detail.empty() ? "" : "; ") + fmt::format("AOT module {} (not used)", d);
     return s;
   };
-  if (auto aot = find_aot(plan, nullptr, nullptr, &damaged_aot)) {
+  if (auto aot = find_aot(plan, nullptr, nullptr, &damaged_aot, check)) {
     s.state = ModuleState::Aot;
     s.key = aot->manifest.key;
     s.path = aot->dir + "/" + aot->manifest.library;
@@ -151,7 +154,7 @@ ModuleStatus module_status(const ModuleSpec& spec, const std::string& library) {
   s.path = entry + "/module.so";
   Manifest m;
   if (::stat(entry.c_str(), &st) == 0) {
-    std::string problem = check_entry(entry, plan, &m);
+    std::string problem = check_entry(entry, plan, &m, check);
     if (problem.empty()) {
       s.state = ModuleState::JitCached;
       s.size = m.size;

@@ -2,7 +2,8 @@
 // The JIT process tests start several of these at once, kill them midway, corrupt their cache.
 //
 // usage: jit_probe [--notice-ms N] [--dlopen-only PATH]
-// prints: origin=<aot|jit-cache|jit-built> key=<key> path=<library> result=ok
+// prints: origin=<aot|jit-cache|jit-built> key=<key> path=<library> result=ok hashed=<n>
+// (hashed: how many libraries the load hashed; 0 when a verified stamp vouched for the library)
 #include <dlfcn.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "jit/verify.hpp"
 #include "mate/jit/catalog.hpp"
 #include "mate/jit/module.hpp"
 
@@ -35,8 +37,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 100; ++i) x[i] = static_cast<float>(i), y[i] = 1.0f;
     axpy(100, 2.0f, x, y);
     bool ok = y[99] == 199.0f && y[0] == 1.0f;
-    std::printf("origin=%s key=%s path=%s result=%s\n", std::string(mate::jit::to_string(module.origin())).c_str(),
-                module.key().c_str(), module.path().c_str(), ok ? "ok" : "WRONG");
+    std::printf("origin=%s key=%s path=%s result=%s hashed=%llu\n",
+                std::string(mate::jit::to_string(module.origin())).c_str(), module.key().c_str(),
+                module.path().c_str(), ok ? "ok" : "WRONG",
+                static_cast<unsigned long long>(mate::jit::detail::libraries_hashed()));
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "jit_probe: %s\n", e.what());

@@ -4,8 +4,12 @@
 #pragma once
 
 #include <elf.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <cstring>
 #include <fstream>
@@ -117,5 +121,33 @@ inline bool corrupt_code(const std::string& path) {
   }
   return false;
 }
+
+// A same-size change that leaves the library loadable (its last byte, in the section headers,
+// inverted), with its access and modification times put back as they were: only ctime, which
+// user space cannot set, still tells that it changed. Returns false when that did not work.
+inline bool change_last_byte_keeping_mtime(const std::string& path) {
+  struct stat before {}, after {};
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0 || ::fstat(fd, &before) != 0 || before.st_size == 0) return false;
+  unsigned char byte = 0;
+  bool ok = ::pread(fd, &byte, 1, before.st_size - 1) == 1;
+  byte = static_cast<unsigned char>(~byte);
+  ok = ok && ::pwrite(fd, &byte, 1, before.st_size - 1) == 1;
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ok = ok && ::futimens(fd, times) == 0 && ::fstat(fd, &after) == 0;
+  ::close(fd);
+  return ok && after.st_size == before.st_size && after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+         after.st_mtim.tv_nsec == before.st_mtim.tv_nsec;
+}
+
+// Puts back a file's access and modification times (after a change made another way).
+inline bool restore_times(const std::string& path, const struct stat& before) {
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  return ::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0;
+}
+
+// A verified stamp is written only once the tick of the kernel's file clock in which the
+// library last changed is past (src/jit/verify.hpp): tests that expect one wait that long.
+inline void wait_past_file_clock_tick() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
 
 }  // namespace mate::jit::testing

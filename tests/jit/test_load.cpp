@@ -17,6 +17,7 @@
 
 #include "jit/plan.hpp"
 #include "jit/toolchain.hpp"
+#include "jit/verify.hpp"
 #include "jit_test_support.hpp"
 #include "mate/config.hpp"
 #include "mate/jit/module_status.hpp"
@@ -550,6 +551,153 @@ TEST_F(JitLoad, EntryBuiltForAnotherArchListIsStaleNamingTargetArch) {
   ModuleStatus s = module_status(sample_cuda_scale_spec());
   EXPECT_EQ(s.state, ModuleState::Stale);
   EXPECT_THAT(s.detail, HasSubstr("target_arch differs (cached: 9.0; now: 8.0 9.0)"));
+}
+
+// A library whose verified stamp says it has not changed since its hash last matched is not
+// hashed again (status and loads alike); `--verify` hashes anyway. A same-size change with its
+// mtime put back still moves ctime: hashed, found damaged, and its stamp removed.
+TEST_F(JitLoad, StampedLibraryIsHashedOnlyAfterItChanged) {
+  auto spec = sample_axpy_spec("float", 128);
+  const std::string entry = seed_cache_entry(spec, cache_root());
+  const std::string lib = entry + "/module.so", stamp = entry + "/verified.json";
+  ASSERT_FALSE(exists(stamp)) << "an AOT build (copied here) writes no stamp beside its module";
+  mate::jit::testing::wait_past_file_clock_tick();
+  const auto hashed = detail::libraries_hashed();
+  EXPECT_EQ(module_status(spec).state, ModuleState::JitCached);
+  EXPECT_EQ(detail::libraries_hashed(), hashed + 1) << "no stamp: hashed";
+  EXPECT_FALSE(exists(stamp)) << "a status query writes no stamp";
+  Module m = load_module(spec);
+  EXPECT_EQ(m.origin(), Origin::JitCache);
+  EXPECT_EQ(detail::libraries_hashed(), hashed + 2);
+  ASSERT_TRUE(exists(stamp)) << "the load's hash matched: stamped";
+  EXPECT_THAT(mate::jit::testing::read_file(stamp), HasSubstr("\"library\":\"module.so\""));
+  EXPECT_EQ(module_status(spec).state, ModuleState::JitCached);
+  EXPECT_EQ(detail::libraries_hashed(), hashed + 2) << "stamped and unchanged: not hashed";
+  EXPECT_EQ(module_status(spec, "", {.verify = true}).state, ModuleState::JitCached);
+  EXPECT_EQ(detail::libraries_hashed(), hashed + 3) << "--verify hashes whatever the stamp says";
+
+  ASSERT_TRUE(mate::jit::testing::change_last_byte_keeping_mtime(lib));
+  ModuleStatus s = module_status(spec);
+  EXPECT_EQ(detail::libraries_hashed(), hashed + 4) << "ctime moved: hashed";
+  EXPECT_EQ(s.state, ModuleState::Corrupt);
+  EXPECT_THAT(s.detail, HasSubstr("module.so does not match the content hash manifest.json recorded"));
+  EXPECT_FALSE(exists(stamp)) << "a library found damaged loses its stamp";
+}
+
+// A stamp that is not one (garbage, empty, for another file or hash, or naming another library)
+// is ignored: the library is hashed, and a load writes the stamp again.
+TEST_F(JitLoad, DamagedOrStaleStampIsIgnoredAndWrittenAgain) {
+  const std::vector<std::pair<std::string, std::function<std::string(const std::string&)>>> damages{
+      {"garbage", [](const std::string&) { return std::string("\x01\x02 not json"); }},
+      {"empty", [](const std::string&) { return std::string(); }},
+      {"cut short", [](const std::string& good) { return good.substr(0, good.size() / 2); }},
+      {"another inode",
+       [](const std::string& good) {
+         auto j = nlohmann::json::parse(good);
+         j["ino"] = j["ino"].get<std::uint64_t>() + 1;
+         return j.dump();
+       }},
+      {"another hash",
+       [](const std::string& good) {
+         auto j = nlohmann::json::parse(good);
+         j["library_xxh3_128"] = std::string(32, '0');
+         return j.dump();
+       }},
+      {"another library",
+       [](const std::string& good) {
+         auto j = nlohmann::json::parse(good);
+         j["library"] = "other.so";
+         return j.dump();
+       }},
+      {"a field of another type",
+       [](const std::string& good) {
+         auto j = nlohmann::json::parse(good);
+         j["ctime_ns"] = "yesterday";
+         return j.dump();
+       }},
+  };
+  int salt = 160;
+  for (const auto& [what, damage] : damages) {
+    SCOPED_TRACE(what);
+    auto spec = sample_axpy_spec("float", salt++);  // a fresh module: a load in this process is remembered
+    const std::string entry = seed_cache_entry(spec, cache_root());
+    const std::string stamp = entry + "/verified.json";
+    mate::jit::testing::wait_past_file_clock_tick();
+    // A good stamp, written by the check a load does (a load itself would be remembered).
+    {
+      detail::Manifest m;
+      ASSERT_EQ(detail::check_entry(entry, detail::make_plan(spec, ""), &m), "");
+    }
+    ASSERT_TRUE(exists(stamp));
+    const std::string good = mate::jit::testing::read_file(stamp);
+    { std::ofstream(stamp, std::ios::trunc | std::ios::binary) << damage(good); }
+    const auto hashed = detail::libraries_hashed();
+    EXPECT_EQ(module_status(spec).state, ModuleState::JitCached);
+    EXPECT_EQ(detail::libraries_hashed(), hashed + 1) << "the stamp does not vouch: hashed";
+    Module m = load_module(spec);
+    EXPECT_EQ(m.origin(), Origin::JitCache);
+    EXPECT_EQ(mate::jit::testing::read_file(stamp), good) << "written again";
+    EXPECT_EQ(module_status(spec).state, ModuleState::JitCached);
+    EXPECT_EQ(detail::libraries_hashed(), hashed + 2) << "stamped again: not hashed";
+  }
+}
+
+// AOT installs may be read-only: their stamps are kept in the JIT cache, keyed by the library's
+// path, and vouch for them as for cache entries.
+TEST_F(JitLoad, AotModuleIsStampedInTheJitCacheAndHashedOnlyAfterItChanged) {
+  TempDir aot;
+  auto spec = sample_axpy_spec("float", 136);
+  auto built = build_aot({spec}, aot.path);
+  ASSERT_TRUE(built.at(0).built) << built.at(0).skipped_reason;
+  EXPECT_FALSE(exists(std::filesystem::path(built.at(0).path).parent_path() / "verified.json"));
+  add_aot_directory(aot.path);
+  mate::jit::testing::wait_past_file_clock_tick();
+  const auto hashed = detail::libraries_hashed();
+  Module m = load_module(spec);
+  EXPECT_EQ(m.origin(), Origin::Aot);
+  EXPECT_EQ(detail::libraries_hashed(), hashed + 1);
+  std::vector<std::string> stamps;
+  for (const auto& e : std::filesystem::directory_iterator(cache_root() + "/aot-verified"))
+    stamps.push_back(e.path().string());
+  ASSERT_EQ(stamps.size(), 1u);
+  EXPECT_THAT(mate::jit::testing::read_file(stamps[0]), HasSubstr("\"library\":\"" + m.path() + "\""));
+  EXPECT_EQ(module_status(spec).state, ModuleState::Aot);
+  EXPECT_EQ(detail::libraries_hashed(), hashed + 1) << "stamped and unchanged: not hashed";
+
+  ASSERT_TRUE(mate::jit::testing::change_last_byte_keeping_mtime(built.at(0).path));
+  ModuleStatus s = module_status(spec);
+  EXPECT_EQ(detail::libraries_hashed(), hashed + 2);
+  EXPECT_EQ(s.state, ModuleState::Missing) << "the AOT module is passed over";
+  EXPECT_THAT(s.detail, HasSubstr("does not match the content hash"));
+  EXPECT_FALSE(exists(stamps[0])) << "a library found damaged loses its stamp";
+}
+
+// The loader checks the library it opened, then dlopens it by path: a library renamed over it
+// in between (here a sound library of another module) is noticed after the dlopen, unloaded,
+// checked again, and the entry set aside and rebuilt.
+TEST_F(JitLoad, LibraryReplacedBetweenItsCheckAndItsDlopenIsCheckedAgain) {
+  auto spec = sample_axpy_spec("float", 144);
+  const std::string entry = seed_cache_entry(spec, cache_root());
+  TempDir other;
+  auto replacement = build_aot({sample_axpy_spec("double", 144)}, other.path);
+  ASSERT_TRUE(replacement.at(0).built) << replacement.at(0).skipped_reason;
+  bool replaced = false;
+  before_dlopen = [&](const std::string& path) {
+    if (path != entry + "/module.so") return;
+    std::filesystem::rename(replacement.at(0).path, path);
+    replaced = true;
+  };
+  ::testing::internal::CaptureStderr();
+  Module m = load_module(spec);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  before_dlopen = nullptr;
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ(m.origin(), Origin::JitBuilt) << err;
+  EXPECT_THAT(err, HasSubstr("cache entry " + entry + " is unusable"));
+  EXPECT_THAT(err, HasSubstr("set aside as "));
+  float x[4] = {1, 2, 3, 4}, y[4] = {0, 0, 0, 0};
+  m.function<AxpyFn>("mate_sample_axpy")(4, 2.0f, x, y);
+  EXPECT_EQ(y[3], 8.0f) << "the float module, not the one renamed in";
 }
 
 }  // namespace

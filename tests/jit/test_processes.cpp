@@ -290,6 +290,112 @@ TEST_F(JitProcesses, SameSizeCorruptionOfTheCodeIsSetAsideAndRebuilt) {
   expect_set_aside_and_rebuilt_once(*this, mate::jit::testing::corrupt_code);
 }
 
+// A build stamps the library it publishes, so warm hits do not hash it; a same-size change of
+// its code with its mtime put back moves its ctime all the same: hashed, set aside, rebuilt.
+TEST_F(JitProcesses, StampedWarmHitIsNotHashedButAChangeKeepingSizeAndMtimeIsCaught) {
+  RunResult first = probe();
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(field(first.out, "origin"), "jit-built");
+  const std::string lib = field(first.out, "path");
+  EXPECT_TRUE(fs::exists(fs::path(lib).parent_path() / "verified.json")) << "stamped when published";
+  RunResult warm = probe();
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  EXPECT_EQ(field(warm.out, "origin"), "jit-cache");
+  EXPECT_EQ(field(warm.out, "hashed"), "0") << "the stamp vouches for the library";
+
+  struct stat before {}, after {};
+  ASSERT_EQ(::stat(lib.c_str(), &before), 0);
+  ASSERT_TRUE(mate::jit::testing::corrupt_code(lib));
+  ASSERT_TRUE(mate::jit::testing::restore_times(lib, before));
+  ASSERT_EQ(::stat(lib.c_str(), &after), 0);
+  ASSERT_EQ(after.st_size, before.st_size);
+  ASSERT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  RunResult next = probe();
+  ASSERT_EQ(next.exit_code, 0) << "term signal " << next.term_signal << "\n" << next.out << next.err;
+  EXPECT_EQ(field(next.out, "origin"), "jit-built");
+  EXPECT_THAT(next.err, HasSubstr("module.so does not match the content hash manifest.json recorded"));
+  EXPECT_EQ(compiles(), 2) << "rebuilt once";
+}
+
+// What a stamp cannot see: bytes changed below the file system (here: damage, then a stamp
+// forged to match the file's new fstat, as a disk flipping bits would leave it). Plain
+// module-status trusts the stamp; --verify hashes, says corrupt and removes the stamp, and the
+// next load sets the entry aside and rebuilds it.
+TEST_F(JitProcesses, ModuleStatusVerifyFindsDamageNoStampCanSee) {
+  // Flags no AOT module of the build tree has: `mate` then uses the JIT cache too.
+  const std::map<std::string, std::string> flags{{"MATE_EXTRA_CFLAGS", "-DVERIFY_TEST"}};
+  RunResult first = probe(flags);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string lib = field(first.out, "path");
+  const std::string stamp = fs::path(lib).parent_path().string() + "/verified.json";
+  ASSERT_TRUE(fs::exists(stamp));
+  ASSERT_TRUE(mate::jit::testing::corrupt_code(lib));
+  struct stat st {};
+  ASSERT_EQ(::stat(lib.c_str(), &st), 0);
+  auto forged = nlohmann::json::parse(read_file(stamp));
+  forged["dev"] = static_cast<std::uint64_t>(st.st_dev);
+  forged["ino"] = static_cast<std::uint64_t>(st.st_ino);
+  forged["size"] = static_cast<std::uint64_t>(st.st_size);
+  forged["mtime_ns"] = std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  forged["ctime_ns"] = std::int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
+  { std::ofstream(stamp, std::ios::trunc) << forged.dump(); }
+
+  auto status_of = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {MATE_BINARY, "module-status", "--json"});
+    RunResult r = run(args, JitProcesses::with_env(env(flags)));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json listed = nlohmann::json::parse(r.out);
+    for (const auto& m : listed["modules"])
+      if (m["name"] == "mate_sample_axpy_f32_t64") return m;
+    return nlohmann::json();
+  };
+  EXPECT_EQ(status_of({})["status"], "jit-cached") << "the stamp vouches for it";
+  nlohmann::json verified = status_of({"--verify"});
+  EXPECT_EQ(verified["status"], "corrupt");
+  EXPECT_THAT(verified["detail"].get<std::string>(), HasSubstr("does not match the content hash"));
+  EXPECT_FALSE(fs::exists(stamp)) << "the stamp that vouched for damaged bytes is removed";
+  EXPECT_EQ(status_of({})["status"], "corrupt") << "and plain status hashes again";
+
+  RunResult next = probe(flags);
+  ASSERT_EQ(next.exit_code, 0) << "term signal " << next.term_signal << "\n" << next.out << next.err;
+  EXPECT_EQ(field(next.out, "origin"), "jit-built");
+  EXPECT_THAT(next.err, HasSubstr("set aside as "));
+}
+
+// Processes that meet a missing or damaged stamp at once each hash the library and write the
+// stamp atomically: all load, and the last stamp written is a good one.
+TEST_F(JitProcesses, ConcurrentWarmHitsWithoutAGoodStampAllLoadAndLeaveAGoodOne) {
+  RunResult first = probe();
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string entry = fs::path(field(first.out, "path")).parent_path().string();
+  const std::string stamp = entry + "/verified.json";
+  const std::string good = read_file(stamp);
+  const std::vector<std::pair<std::string, std::string>> rounds{
+      {"missing", ""}, {"garbage", "{\"format\": 1, \"dev\": "}, {"cut short", good.substr(0, good.size() / 2)}};
+  for (const auto& [what, text] : rounds) {
+    SCOPED_TRACE(what);
+    if (what == "missing") fs::remove(stamp);
+    else std::ofstream(stamp, std::ios::trunc) << text;
+    constexpr int kProcesses = 6;
+    std::vector<RunResult> results(kProcesses);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kProcesses; ++i) threads.emplace_back([&, i] { results[i] = probe(); });
+    for (auto& t : threads) t.join();
+    for (const auto& r : results) {
+      ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+      EXPECT_EQ(field(r.out, "origin"), "jit-cache");
+      EXPECT_EQ(field(r.out, "result"), "ok");
+      EXPECT_EQ(r.err, "");
+    }
+    EXPECT_EQ(read_file(stamp), good);
+    EXPECT_EQ(field(probe().out, "hashed"), "0");
+    for (const auto& e : fs::directory_iterator(entry))
+      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+  EXPECT_EQ(compiles(), 1);
+}
+
 // Under `umask 000` what MATE creates in the cache is still not writable by group or others:
 // the directories (0755), the files it writes, and what the compiler and linker made.
 TEST_F(JitProcesses, CacheCreatedUnderUmask000IsNotWritableByOthers) {

@@ -38,7 +38,16 @@ struct ModuleStatus {
   std::vector<std::pair<std::string, std::string>> inputs;  // the key inputs in effect
 };
 
-ModuleStatus module_status(const ModuleSpec& spec, const std::string& library = "");
+struct StatusOptions {
+  // Hash every library, even one whose verified stamp says it has not changed since its bytes
+  // last matched (docs/jit.md, "Content hashes"): finds damage below the file system, which no
+  // stamp can see (`mate module-status --verify`). A library found damaged loses its stamp, so
+  // that the next load hashes it too and does what the status says.
+  bool verify = false;
+};
+
+ModuleStatus module_status(const ModuleSpec& spec, const std::string& library = "",
+                           const StatusOptions& options = {});
 
 struct CacheSummary {
   std::string cache_root;
