@@ -6,6 +6,7 @@
 // Kernels classify every value from its float/double bits (|bits| below, at or above the
 // exponent mask: finite, Inf, NaN) without branches, so the contiguous f32/bf16 loops vectorize.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -91,13 +92,15 @@ namespace avx2 {
 #pragma GCC pop_options
 #endif
 
+std::atomic<bool> g_force_baseline{false};
+
 void run_kernel(ScalarType type, const unsigned char* p, std::int64_t n, std::int64_t stride, Acc& acc) {
 #if defined(MATE_STATS_AVX2)
   static const bool use_avx2 = [] {
     __builtin_cpu_init();  // needed when the first call comes from a static initializer
     return __builtin_cpu_supports("avx2") != 0;
   }();
-  if (use_avx2) return avx2::run_kernel(type, p, n, stride, acc);
+  if (use_avx2 && !g_force_baseline.load(std::memory_order_relaxed)) return avx2::run_kernel(type, p, n, stride, acc);
 #endif
   baseline::run_kernel(type, p, n, stride, acc);
 }
@@ -194,6 +197,10 @@ std::string check(const TensorView& t) {
 }
 
 }  // namespace
+
+void use_baseline_stats_kernels_for_testing(bool baseline) noexcept {
+  g_force_baseline.store(baseline, std::memory_order_relaxed);
+}
 
 StatsResult compute_stats(const TensorView& t, device::Backend& backend, const StatsOptions& options) {
   StatsResult r;
