@@ -76,10 +76,27 @@ BENCHMARK(BM_FloatChain<scoped_fma>)->Name("FloatChain/instrumented_scope");
 
 using mate::tensor::ScalarType;
 
+// The finite fp8 pattern nearest to f (the values below are all in range and, but 0, normal).
+std::uint8_t nearest_fp8(float f, bool e4m3) {
+  std::uint8_t best = 0;
+  for (int p = 0; p < 256; ++p) {
+    const auto b = static_cast<std::uint8_t>(p);
+    const float v = e4m3 ? mate::tensor::fp8_e4m3fn_to_float(b) : mate::tensor::fp8_e5m2_to_float(b);
+    const float w = e4m3 ? mate::tensor::fp8_e4m3fn_to_float(best) : mate::tensor::fp8_e5m2_to_float(best);
+    if (v - v == 0 && (v - f) * (v - f) < (w - f) * (w - f)) best = b;  // v - v == 0: finite
+  }
+  return best;
+}
+
 // Finite values of `type` in every position (the common case the statistics are built for),
 // cycling through a range with both signs.
 void fill(unsigned char* p, std::size_t bytes, ScalarType type) {
   const std::size_t es = mate::tensor::element_size(mate::tensor::dl_dtype(type));
+  std::vector<std::uint8_t> fp8(1000);
+  if (type == ScalarType::F8E4M3 || type == ScalarType::F8E5M2) {
+    for (int k = -200; k < 800; ++k)
+      fp8[static_cast<std::size_t>(k + 200)] = nearest_fp8(static_cast<float>(k) * 0.25f, type == ScalarType::F8E4M3);
+  }
   for (std::size_t i = 0; i < bytes / es; ++i) {
     const int k = static_cast<int>(i % 1000) - 200;  // -200 .. 799
     const float f = static_cast<float>(k) * 0.25f;
@@ -96,7 +113,7 @@ void fill(unsigned char* p, std::size_t bytes, ScalarType type) {
         break;
       }
       case ScalarType::F8E4M3: case ScalarType::F8E5M2:
-        bits = static_cast<std::uint8_t>(i % 0x70) | (i & 0x80);  // exponents below the top: finite
+        bits = fp8[static_cast<std::size_t>(k + 200)];  // the same values, rounded
         break;
       default: bits = static_cast<std::uint64_t>(static_cast<std::int64_t>(k)); break;
     }
