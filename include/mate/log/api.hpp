@@ -265,7 +265,7 @@ class [[nodiscard]] ApiCall {
   // or views), so the caller's variables never have their address taken.
   template <class... Ts>
   [[gnu::always_inline]] static detail::CallState* open(const char* name, std::initializer_list<const char*> names,
-                                                        Ts... values) noexcept {
+                                                        Ts... values) {
     detail::OpenRequest<Ts...> req{name, &names, {std::move(values)...}};
     return static_cast<detail::CallState*>(detail::cold_call(&detail::open_call<Ts...>, &req));
   }
