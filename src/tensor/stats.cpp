@@ -3,8 +3,9 @@
 // by stride and merged), leaving an odometer over outer dims and one strided inner run. Each run
 // goes through one per-dtype kernel; on a device the run is first copied in bounded chunks.
 //
-// Kernels classify every value from its float/double bits (|bits| below, at or above the
-// exponent mask: finite, Inf, NaN) without branches, so the contiguous f32/bf16 loops vectorize.
+// The kernels (stats_kernels.inc) take contiguous runs in blocks on 32-byte vectors, without a
+// branch per element; a block that holds a NaN or Inf is classified again element by element
+// (from the float/double bits: |bits| below, at or above the exponent mask), as strided runs are.
 #include <algorithm>
 #include <atomic>
 #include <bit>
