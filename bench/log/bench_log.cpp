@@ -2,13 +2,20 @@
 //
 //   build/default/bench/log/bench_log
 //
-// Pairs to compare (same run): Trivial/plain vs Trivial/instrumented(_scope) (ns per call, the
-// difference must stay under 1 ns); MemRead vs Stats/f32 and Stats/bf16 over the same bytes
-// (bytes_per_second, goal: statistics at least 50% of the plain read).
+// Pairs to compare (same run), goals in bench/README.md:
+//  * Trivial/plain vs Trivial/instrumented(_scope): an int function in a dependent chain (ns per
+//    call; goal: difference at most 1 ns);
+//  * FloatChain/plain vs FloatChain/instrumented(_scope): a float function whose result is the
+//    next call's input, so the latency the instrumentation adds is measured, not its
+//    throughput (goal: difference at most 0.5 ns);
+//  * MemRead vs Stats/<dtype> over the same bytes (bytes_per_second; goal: statistics at least
+//    0.8x the plain read at 16 MiB and 64 MiB, for every dtype).
 #include <benchmark/benchmark.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "mate/log/api.hpp"
@@ -40,14 +47,93 @@ BENCHMARK(BM_Trivial<plain_add>)->Name("Trivial/plain");
 BENCHMARK(BM_Trivial<logged_add>)->Name("Trivial/instrumented");
 BENCHMARK(BM_Trivial<scoped_add>)->Name("Trivial/instrumented_scope");
 
-// Buffers for the throughput pairs: arg 0 is the size in bytes.
-std::vector<std::uint64_t>& buffer(std::size_t bytes) {
-  static std::vector<std::uint64_t> b;
-  if (b.size() * 8 != bytes) {
+// A float in and out: the result comes back in xmm0 and feeds the next call, so anything the
+// instrumentation puts on that path (moving the float through another register, saving
+// registers in the prologue) adds to every call's latency.
+__attribute__((noinline, noipa)) float plain_fma(float x, float y) { return x * 0.5f + y; }
+
+__attribute__((noinline, noipa)) float logged_fma(float x, float y) {
+  return MATE_API("fma", x, y).run([&] { return x * 0.5f + y; });
+}
+
+__attribute__((noinline, noipa)) float scoped_fma(float x, float y) {
+  MATE_API_SCOPE("fma", x, y);
+  return x * 0.5f + y;
+}
+
+template <float (*F)(float, float)>
+void BM_FloatChain(benchmark::State& state) {
+  mate::log::set_level_for_testing(0);
+  float x = 1.0f;  // converges to 2 (x * 0.5 + 1): no denormals, no overflow
+  for (auto _ : state) {
+    x = F(x, 1.0f);
+    benchmark::DoNotOptimize(x);
+  }
+}
+BENCHMARK(BM_FloatChain<plain_fma>)->Name("FloatChain/plain");
+BENCHMARK(BM_FloatChain<logged_fma>)->Name("FloatChain/instrumented");
+BENCHMARK(BM_FloatChain<scoped_fma>)->Name("FloatChain/instrumented_scope");
+
+using mate::tensor::ScalarType;
+
+// The finite fp8 pattern nearest to f (the values below are all in range and, but 0, normal).
+std::uint8_t nearest_fp8(float f, bool e4m3) {
+  std::uint8_t best = 0;
+  for (int p = 0; p < 256; ++p) {
+    const auto b = static_cast<std::uint8_t>(p);
+    const float v = e4m3 ? mate::tensor::fp8_e4m3fn_to_float(b) : mate::tensor::fp8_e5m2_to_float(b);
+    const float w = e4m3 ? mate::tensor::fp8_e4m3fn_to_float(best) : mate::tensor::fp8_e5m2_to_float(best);
+    if (v - v == 0 && (v - f) * (v - f) < (w - f) * (w - f)) best = b;  // v - v == 0: finite
+  }
+  return best;
+}
+
+// Finite values of `type` in every position (the common case the statistics are built for),
+// cycling through a range with both signs.
+void fill(unsigned char* p, std::size_t bytes, ScalarType type) {
+  const std::size_t es = mate::tensor::element_size(mate::tensor::dl_dtype(type));
+  std::vector<std::uint8_t> fp8(1000);
+  if (type == ScalarType::F8E4M3 || type == ScalarType::F8E5M2) {
+    for (int k = -200; k < 800; ++k)
+      fp8[static_cast<std::size_t>(k + 200)] = nearest_fp8(static_cast<float>(k) * 0.25f, type == ScalarType::F8E4M3);
+  }
+  for (std::size_t i = 0; i < bytes / es; ++i) {
+    const int k = static_cast<int>(i % 1000) - 200;  // -200 .. 799
+    const float f = static_cast<float>(k) * 0.25f;
+    std::uint64_t bits = 0;
+    switch (type) {
+      case ScalarType::F64: { double d = f; std::memcpy(&bits, &d, 8); break; }
+      case ScalarType::F32: bits = std::bit_cast<std::uint32_t>(f); break;
+      case ScalarType::BF16: bits = std::bit_cast<std::uint32_t>(f) >> 16; break;
+      case ScalarType::F16: {
+        // |f| <= 200, a multiple of 1/4: exact in f16. Normal values only (0 aside).
+        const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+        const std::uint32_t e = (u >> 23) & 0xff;
+        bits = (u >> 16 & 0x8000) | (e == 0 ? 0 : ((e - 112) << 10 | (u >> 13 & 0x3ff)));
+        break;
+      }
+      case ScalarType::F8E4M3: case ScalarType::F8E5M2:
+        bits = fp8[static_cast<std::size_t>(k + 200)];  // the same values, rounded
+        break;
+      default: bits = static_cast<std::uint64_t>(static_cast<std::int64_t>(k)); break;
+    }
+    if (type == ScalarType::Bool) bits = i % 3 == 0;
+    std::memcpy(p + i * es, &bits, es);
+  }
+}
+
+// One buffer per (bytes, dtype); MemRead reads the f32 one (any bytes do).
+const std::vector<std::uint64_t>& buffer(std::size_t bytes, ScalarType type) {
+  static std::map<std::pair<std::size_t, ScalarType>, std::vector<std::uint64_t>> buffers;
+  auto& b = buffers[{bytes, type}];
+  if (b.empty()) {
+    // Only the current size is kept: 64 MiB per dtype would add up.
+    for (auto it = buffers.begin(); it != buffers.end();) {
+      if (it->second.empty() || &it->second == &b) { ++it; continue; }
+      it = buffers.erase(it);
+    }
     b.assign(bytes / 8, 0);
-    // Finite f32 / bf16 values in every position (bf16 halves of 0x3f80xxxx are finite too).
-    auto* f = reinterpret_cast<float*>(b.data());
-    for (std::size_t i = 0; i < bytes / 4; ++i) f[i] = static_cast<float>(i % 1000) * 0.5f - 100.0f;
+    fill(reinterpret_cast<unsigned char*>(b.data()), bytes, type);
   }
   return b;
 }
@@ -55,7 +141,7 @@ std::vector<std::uint64_t>& buffer(std::size_t bytes) {
 // The baseline: read every byte once (a vectorized integer sum).
 void BM_MemRead(benchmark::State& state) {
   auto bytes = static_cast<std::size_t>(state.range(0));
-  const auto& b = buffer(bytes);
+  const auto& b = buffer(bytes, ScalarType::F32);
   for (auto _ : state) {
     std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     for (std::size_t i = 0; i + 4 <= b.size(); i += 4) {
@@ -69,12 +155,12 @@ void BM_MemRead(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
 }
 
-template <mate::tensor::ScalarType T>
+template <ScalarType T>
 void BM_Stats(benchmark::State& state) {
   auto bytes = static_cast<std::size_t>(state.range(0));
-  auto& b = buffer(bytes);
+  auto& b = buffer(bytes, T);
   DLTensor t{};
-  t.data = b.data();
+  t.data = const_cast<std::uint64_t*>(b.data());
   t.device = {kDLCPU, 0};
   t.dtype = mate::tensor::dl_dtype(T);
   std::int64_t n = static_cast<std::int64_t>(bytes / mate::tensor::element_size(t.dtype));
@@ -87,11 +173,25 @@ void BM_Stats(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
 }
 
-// 64 MiB: from memory; 256 KiB: from cache (the computation alone).
-#define MATE_SIZES ->Arg(64 << 20)->Arg(256 << 10)->Unit(benchmark::kMicrosecond)
+// 64 MiB and 16 MiB: from memory (or the last-level cache, where it is that big); 256 KiB: from
+// L2 (the computation alone).
+#define MATE_SIZES ->Arg(64 << 20)->Arg(16 << 20)->Arg(256 << 10)->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_MemRead)->Name("MemRead") MATE_SIZES;
-BENCHMARK(BM_Stats<mate::tensor::ScalarType::F32>)->Name("Stats/f32") MATE_SIZES;
-BENCHMARK(BM_Stats<mate::tensor::ScalarType::BF16>)->Name("Stats/bf16") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::F32>)->Name("Stats/f32") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::BF16>)->Name("Stats/bf16") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::F16>)->Name("Stats/f16") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::F64>)->Name("Stats/f64") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::F8E4M3>)->Name("Stats/f8e4m3") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::F8E5M2>)->Name("Stats/f8e5m2") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::I8>)->Name("Stats/i8") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::I16>)->Name("Stats/i16") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::I32>)->Name("Stats/i32") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::I64>)->Name("Stats/i64") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::U8>)->Name("Stats/u8") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::U16>)->Name("Stats/u16") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::U32>)->Name("Stats/u32") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::U64>)->Name("Stats/u64") MATE_SIZES;
+BENCHMARK(BM_Stats<ScalarType::Bool>)->Name("Stats/bool") MATE_SIZES;
 
 }  // namespace
 

@@ -3,9 +3,11 @@
 // by stride and merged), leaving an odometer over outer dims and one strided inner run. Each run
 // goes through one per-dtype kernel; on a device the run is first copied in bounded chunks.
 //
-// Kernels classify every value from its float/double bits (|bits| below, at or above the
-// exponent mask: finite, Inf, NaN) without branches, so the contiguous f32/bf16 loops vectorize.
+// The kernels (stats_kernels.inc) take contiguous runs in blocks on 32-byte vectors, without a
+// branch per element; a block that holds a NaN or Inf is classified again element by element
+// (from the float/double bits: |bits| below, at or above the exponent mask), as strided runs are.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -15,6 +17,10 @@
 #include "mate/tensor/stats.hpp"
 
 #include "mate/device/vendors.hpp"
+
+// The kernels pass 32-byte vectors between their inline helpers, all internal to this file: no
+// ABI to keep (GCC reports these at the end of the file, so this cannot be scoped).
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace mate::tensor {
 
@@ -70,280 +76,34 @@ struct Acc {
   double max = -std::numeric_limits<double>::infinity();
 };
 
-template <class Raw>
-inline Raw load(const unsigned char* p, std::int64_t i) noexcept {
-  Raw r;
-  std::memcpy(&r, p + i * static_cast<std::int64_t>(sizeof(Raw)), sizeof(Raw));
-  return r;
-}
+// The kernels are compiled twice: for the build's baseline (SSE2 on x86-64) and, on x86-64, for
+// AVX2 (twice the vector width, and the 8- and 64-bit compares SSE2 lacks), chosen at run time.
+// The results are the same either way: each lane gets the same elements in the same order.
+namespace baseline {
+#include "stats_kernels.inc"
+}  // namespace baseline
 
-// Floating kernel: Raw is the stored type, Conv turns it into float (or double for f64).
-template <class Raw, class V, class Conv>
-void float_run(const unsigned char* p, std::int64_t n, std::int64_t stride, Acc& acc, Conv conv) {
-  using Bits = std::conditional_t<sizeof(V) == 4, std::uint32_t, std::uint64_t>;
-  constexpr Bits kAbs = static_cast<Bits>(sizeof(V) == 4 ? 0x7fffffffull : 0x7fffffffffffffffull);
-  constexpr Bits kExp = static_cast<Bits>(sizeof(V) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
-  constexpr V kInf = std::numeric_limits<V>::infinity();
-  constexpr int L = 8;
-  V mn[L], mx[L];
-  double s[L];
-  std::int64_t fin[L], nan[L], inf[L];
-  for (int j = 0; j < L; ++j) {
-    mn[j] = kInf;
-    mx[j] = -kInf;
-    s[j] = 0;
-    fin[j] = nan[j] = inf[j] = 0;
-  }
-  auto step = [&](int j, V v) {
-    Bits a = std::bit_cast<Bits>(v) & kAbs;
-    bool f = a < kExp;
-    fin[j] += f;
-    nan[j] += a > kExp;
-    inf[j] += a == kExp;
-    V lo = f ? v : kInf;
-    V hi = f ? v : -kInf;
-    mn[j] = lo < mn[j] ? lo : mn[j];
-    mx[j] = hi > mx[j] ? hi : mx[j];
-    s[j] += f ? static_cast<double>(v) : 0.0;
-  };
-  std::int64_t i = 0;
-  if (stride == 1) {
-    for (; i + L <= n; i += L) {
-      for (int j = 0; j < L; ++j) step(j, conv(load<Raw>(p, i + j)));
-    }
-    for (; i < n; ++i) step(0, conv(load<Raw>(p, i)));
-  } else {
-    for (; i < n; ++i) step(0, conv(load<Raw>(p, i * stride)));
-  }
-  for (int j = 0; j < L; ++j) {
-    acc.finite += fin[j];
-    acc.nan += nan[j];
-    acc.inf += inf[j];
-    acc.sum += s[j];
-    acc.min = std::min(acc.min, static_cast<double>(mn[j]));
-    acc.max = std::max(acc.max, static_cast<double>(mx[j]));
-  }
-}
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MATE_STATS_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+#include "stats_kernels.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
 
-constexpr std::int64_t kBlock = 2048;  // elements per block of the contiguous kernels
-constexpr std::int64_t kPrefetchBytes = 2048;
+std::atomic<bool> g_force_baseline{false};
 
-// The sum of n finite values in double: what a block's float lane sums give when they overflow.
-template <class Raw, class Conv>
-double sum_in_double(const unsigned char* p, std::int64_t n, Conv conv) {
-  double sum = 0;
-  for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(conv(load<Raw>(p, i)));
-  return sum;
-}
-
-// The common case, all values finite, without classifying each one: lane-wise min, max and sum
-// plus a check that stays 0 only while every value is finite (x * 0 is NaN for NaN and ±Inf).
-// Written so the compiler vectorizes it. Returns false when the block holds a non-finite value;
-// the caller then runs the classifying kernel on the same block, still in L1 cache, so memory
-// is read once either way.
-template <class Raw, class V, class Conv>
-bool finite_block(const unsigned char* p, std::int64_t n, Acc& acc, Conv conv) {
-  constexpr int L = 16;
-  constexpr V kInf = std::numeric_limits<V>::infinity();
-  V mn[L], mx[L], s[L], chk[L];
-  for (int j = 0; j < L; ++j) {
-    mn[j] = kInf;
-    mx[j] = -kInf;
-    s[j] = 0;
-    chk[j] = 0;
-  }
-  std::int64_t i = 0;
-  for (; i + L <= n; i += L) {
-    // This loop does more per byte than a plain read, so the CPU keeps fewer loads in flight:
-    // ask for the data ahead explicitly (a hint; reading past the end does not fault).
-    __builtin_prefetch(p + (i + L) * static_cast<std::int64_t>(sizeof(Raw)) + kPrefetchBytes);
-    for (int j = 0; j < L; ++j) {
-      V v = conv(load<Raw>(p, i + j));
-      mn[j] = v < mn[j] ? v : mn[j];
-      mx[j] = v > mx[j] ? v : mx[j];
-      s[j] += v;
-      chk[j] += v * V(0);
-    }
-  }
-  for (; i < n; ++i) {
-    V v = conv(load<Raw>(p, i));
-    mn[0] = v < mn[0] ? v : mn[0];
-    mx[0] = v > mx[0] ? v : mx[0];
-    s[0] += v;
-    chk[0] += v * V(0);
-  }
-  V check = 0, overflow = 0;
-  for (int j = 0; j < L; ++j) check += chk[j];
-  if (!(check == V(0))) return false;
-  // A lane sum that overflowed stays Inf or NaN, so `overflow` (the same x * 0 test) is 0 unless
-  // one did: finite values near the type's maximum (2e38 in f32) are then summed again in double,
-  // as the strided path sums them, instead of giving an Inf mean. Rare; the block is still in L1.
-  for (int j = 0; j < L; ++j) overflow += s[j] * V(0);
-  if (!(overflow == V(0))) {
-    acc.sum += sum_in_double<Raw>(p, n, conv);
-    for (int j = 0; j < L; ++j) s[j] = 0;
-  }
-  for (int j = 0; j < L; ++j) {
-    acc.sum += static_cast<double>(s[j]);
-    acc.min = std::min(acc.min, static_cast<double>(mn[j]));
-    acc.max = std::max(acc.max, static_cast<double>(mx[j]));
-  }
-  acc.finite += n;
-  return true;
-}
-
-// Conversions as distinct types, so each dtype gets its own inlined kernel.
-struct Bf16 {
-  float operator()(std::uint16_t h) const noexcept { return bf16_to_float(h); }
-};
-struct Half {
-  float operator()(std::uint16_t h) const noexcept { return half_to_float(h); }
-};
-
-// bf16 on its 16-bit patterns, eight at a time (GCC vector types: SSE2 on any x86-64):
-//  * non-finite check: max of |bits| (exponent all ones means NaN or Inf);
-//  * min/max on an integer key with the same order as the values (sign-magnitude to two's
-//    complement: negative patterns get their magnitude bits flipped);
-//  * sum: the patterns widened to f32 (bf16 is the top half of an f32) and added.
-bool finite_block_bf16(const unsigned char* p, std::int64_t n, Acc& acc) {
-  using S8 = std::int16_t __attribute__((vector_size(16)));
-  using F4 = float __attribute__((vector_size(16)));
-  const S8 zero = {};
-  const S8 magnitude = zero + 0x7fff;
-  S8 kmin = magnitude, kmax = zero - 0x7fff - 1, worst = zero;
-  F4 s0 = {}, s1 = {}, s2 = {}, s3 = {};
-  std::int64_t i = 0;
-  auto step = [&](S8 h, F4& lo_sum, F4& hi_sum) {
-    S8 a = h & magnitude;
-    worst = a > worst ? a : worst;
-    S8 key = h ^ ((h >> 15) & magnitude);
-    kmin = key < kmin ? key : kmin;
-    kmax = key > kmax ? key : kmax;
-    lo_sum += reinterpret_cast<F4>(__builtin_shufflevector(zero, h, 0, 8, 1, 9, 2, 10, 3, 11));
-    hi_sum += reinterpret_cast<F4>(__builtin_shufflevector(zero, h, 4, 12, 5, 13, 6, 14, 7, 15));
-  };
-  for (; i + 16 <= n; i += 16) {
-    __builtin_prefetch(p + i * 2 + kPrefetchBytes);
-    S8 h0, h1;
-    std::memcpy(&h0, p + i * 2, sizeof h0);
-    std::memcpy(&h1, p + i * 2 + 16, sizeof h1);
-    step(h0, s0, s1);
-    step(h1, s2, s3);
-  }
-  std::int16_t worst_bits = 0, kmin_bits = 0x7fff, kmax_bits = -0x8000;
-  for (int j = 0; j < 8; ++j) {
-    worst_bits = std::max(worst_bits, worst[j]);
-    kmin_bits = std::min(kmin_bits, kmin[j]);
-    kmax_bits = std::max(kmax_bits, kmax[j]);
-  }
-  double sum = 0;
-  for (int j = 0; j < 4; ++j) sum += static_cast<double>(s0[j]) + s1[j] + s2[j] + s3[j];
-  for (; i < n; ++i) {
-    auto h = static_cast<std::int16_t>(load<std::uint16_t>(p, i));
-    worst_bits = std::max<std::int16_t>(worst_bits, h & 0x7fff);
-    auto key = static_cast<std::int16_t>(h ^ ((h >> 15) & 0x7fff));
-    kmin_bits = std::min(kmin_bits, key);
-    kmax_bits = std::max(kmax_bits, key);
-    sum += bf16_to_float(static_cast<std::uint16_t>(h));
-  }
-  if (worst_bits >= 0x7f80) return false;
-  if (n == 0) return true;
-  // As in finite_block: f32 lane sums of values near the bf16 maximum overflow; sum in double.
-  if (!std::isfinite(sum)) sum = sum_in_double<std::uint16_t>(p, n, Bf16{});
-  auto value = [](std::int16_t key) {
-    return static_cast<double>(bf16_to_float(static_cast<std::uint16_t>(key ^ ((key >> 15) & 0x7fff))));
-  };
-  acc.sum += sum;
-  acc.min = std::min(acc.min, value(kmin_bits));
-  acc.max = std::max(acc.max, value(kmax_bits));
-  acc.finite += n;
-  return true;
-}
-
-// Contiguous runs go block by block through finite_block; strided runs (and blocks with a
-// NaN or Inf) through the classifying float_run. Blocks are small enough for L1 and for float
-// lane sums to stay accurate (each lane adds at most kBlock / 16 values before the double sum);
-// a block whose lane sums overflow is summed again in double, so no path gives an Inf mean.
-template <class Raw, class V, class Conv>
-void float_elements(const unsigned char* p, std::int64_t n, std::int64_t stride, Acc& acc, Conv conv) {
-  if (stride != 1) return float_run<Raw, V>(p, n, stride, acc, conv);
-  for (std::int64_t i = 0; i < n; i += kBlock) {
-    const unsigned char* b = p + i * static_cast<std::int64_t>(sizeof(Raw));
-    std::int64_t m = std::min(kBlock, n - i);
-    bool finite;
-    if constexpr (std::is_same_v<Conv, Bf16>) {
-      finite = finite_block_bf16(b, m, acc);
-    } else {
-      finite = finite_block<Raw, V>(b, m, acc, conv);
-    }
-    if (!finite) float_run<Raw, V>(b, m, 1, acc, conv);
-  }
-}
-
-template <class Raw>
-void int_run(const unsigned char* p, std::int64_t n, std::int64_t stride, Acc& acc, bool as_bool) {
-  using Wide = std::conditional_t<std::is_signed_v<Raw>, std::int64_t, std::uint64_t>;
-  Wide mn = std::numeric_limits<Wide>::max(), mx = std::numeric_limits<Wide>::lowest();
-  double s = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    Wide v = static_cast<Wide>(load<Raw>(p, i * stride));
-    if (as_bool) v = v != 0;
-    mn = v < mn ? v : mn;
-    mx = v > mx ? v : mx;
-    s += static_cast<double>(v);
-  }
-  if (n == 0) return;
-  acc.finite += n;
-  acc.sum += s;
-  acc.min = std::min(acc.min, static_cast<double>(mn));
-  acc.max = std::max(acc.max, static_cast<double>(mx));
-}
-
-const float* fp8_table(bool e4m3) {
-  static const std::vector<float> e4 = [] {
-    std::vector<float> t(256);
-    for (int i = 0; i < 256; ++i) t[i] = fp8_e4m3fn_to_float(static_cast<std::uint8_t>(i));
-    return t;
+void run_kernel(ScalarType type, const unsigned char* p, std::int64_t n, std::int64_t stride, Acc& acc) {
+#if defined(MATE_STATS_AVX2)
+  static const bool use_avx2 = [] {
+    __builtin_cpu_init();  // needed when the first call comes from a static initializer
+    return __builtin_cpu_supports("avx2") != 0;
   }();
-  static const std::vector<float> e5 = [] {
-    std::vector<float> t(256);
-    for (int i = 0; i < 256; ++i) t[i] = fp8_e5m2_to_float(static_cast<std::uint8_t>(i));
-    return t;
-  }();
-  return e4m3 ? e4.data() : e5.data();
-}
-
-// One inner run of n elements, `stride` elements apart, starting at p.
-void run_kernel(ScalarType type, const unsigned char* p, std::int64_t n, std::int64_t stride,
-                Acc& acc) {
-  switch (type) {
-    case ScalarType::F64:
-      return float_elements<double, double>(p, n, stride, acc, [](double v) { return v; });
-    case ScalarType::F32:
-      return float_elements<float, float>(p, n, stride, acc, [](float v) { return v; });
-    case ScalarType::F16:
-      return float_elements<std::uint16_t, float>(p, n, stride, acc, Half{});
-    case ScalarType::BF16:
-      return float_elements<std::uint16_t, float>(p, n, stride, acc, Bf16{});
-    case ScalarType::F8E4M3: {
-      const float* t = fp8_table(true);
-      return float_elements<std::uint8_t, float>(p, n, stride, acc, [t](std::uint8_t v) { return t[v]; });
-    }
-    case ScalarType::F8E5M2: {
-      const float* t = fp8_table(false);
-      return float_elements<std::uint8_t, float>(p, n, stride, acc, [t](std::uint8_t v) { return t[v]; });
-    }
-    case ScalarType::I8: return int_run<std::int8_t>(p, n, stride, acc, false);
-    case ScalarType::I16: return int_run<std::int16_t>(p, n, stride, acc, false);
-    case ScalarType::I32: return int_run<std::int32_t>(p, n, stride, acc, false);
-    case ScalarType::I64: return int_run<std::int64_t>(p, n, stride, acc, false);
-    case ScalarType::U8: return int_run<std::uint8_t>(p, n, stride, acc, false);
-    case ScalarType::U16: return int_run<std::uint16_t>(p, n, stride, acc, false);
-    case ScalarType::U32: return int_run<std::uint32_t>(p, n, stride, acc, false);
-    case ScalarType::U64: return int_run<std::uint64_t>(p, n, stride, acc, false);
-    case ScalarType::Bool: return int_run<std::uint8_t>(p, n, stride, acc, true);
-    case ScalarType::Unsupported: return;
-  }
+  if (use_avx2 && !g_force_baseline.load(std::memory_order_relaxed)) return avx2::run_kernel(type, p, n, stride, acc);
+#endif
+  baseline::run_kernel(type, p, n, stride, acc);
 }
 
 struct Dim {
@@ -438,6 +198,10 @@ std::string check(const TensorView& t) {
 }
 
 }  // namespace
+
+void use_baseline_stats_kernels_for_testing(bool baseline) noexcept {
+  g_force_baseline.store(baseline, std::memory_order_relaxed);
+}
 
 StatsResult compute_stats(const TensorView& t, device::Backend& backend, const StatsOptions& options) {
   StatsResult r;

@@ -16,6 +16,7 @@
 #include "mate/core/crash_context.hpp"
 #include "mate/log/api.hpp"
 #include "dl_tensor.hpp"
+#include "log_chained_calls.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -127,6 +128,40 @@ TEST_F(LogTest, LevelThreeLogsNamedInputsOutputsAndReturnValue) {
                 static_cast<unsigned long>(lo), static_cast<unsigned long>(lo + 12));
   EXPECT_NE(text.find(va), std::string::npos) << va << text;
   EXPECT_EQ(text.find("stats"), std::string::npos) << "no statistics below level 5";
+}
+
+// The logging path's calls go through a trampoline that must preserve every register
+// (include/mate/log/api.hpp, cold_call): values the compiler keeps in registers across it, floats
+// in vector registers among them, must come out intact. A chain of calls, each result feeding the
+// next (log_chained_calls.cpp, built optimized), checked against the same arithmetic without
+// logging; both forms, with and without .outputs() and .stream().
+TEST_F(LogTest, ValuesLiveAcrossTheLoggingPathSurviveIt) {
+  using mate::testing::chained_outputs;
+  using mate::testing::chained_run;
+  using mate::testing::chained_scope;
+  for (int level : {3, 1, 0}) {
+    configure(level);
+    float a = 1.0f, b = 1.0f, ea = 1.0f, eb = 1.0f;
+    double c = 0.25, ec = 0.25;
+    Buffer out({0});
+    for (int i = 0; i < 20; ++i) {
+      a = chained_run(a, 0.75f, 0.5, i % 3);
+      ea = static_cast<float>(ea * 0.5f + 0.75f * 0.5) + static_cast<float>(i % 3);
+      b = chained_scope(b, 0.5f, 0.25, i % 2);
+      eb = static_cast<float>(eb * 0.5f + 0.5f * 0.25) + static_cast<float>(i % 2);
+      c = chained_outputs(c, 0.125f, &out.dl);
+      ec = ec * 3.0 + 0.125f - ec + 0.125f;
+      ASSERT_EQ(a, ea) << "level " << level << " call " << i;
+      ASSERT_EQ(b, eb) << "level " << level << " call " << i;
+      ASSERT_EQ(c, ec) << "level " << level << " call " << i;
+    }
+    if (level == 3) {
+      const std::string text = log();
+      EXPECT_NE(text.find("] chained_run outputs ("), std::string::npos) << text;
+      EXPECT_NE(text.find("] chained_scope outputs ("), std::string::npos) << text;
+      EXPECT_NE(text.find("] chained_outputs outputs ("), std::string::npos) << text;
+    }
+  }
 }
 
 TEST_F(LogTest, LevelFiveAddsStatisticsOfOutputsAfterTheCall) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -298,6 +299,167 @@ TEST(Stats, ValuesNearTheMaximumHaveTheSameFiniteMeanContiguousAndStrided) {
       }
     }
   }
+}
+
+// Runs `check` with the AVX2 kernels (where the CPU has them) and with the baseline ones.
+template <class Check>
+void with_each_kernel_build(Check check) {
+  for (bool baseline : {false, true}) {
+    SCOPED_TRACE(baseline ? "baseline kernels" : "default kernels");
+    use_baseline_stats_kernels_for_testing(baseline);
+    check();
+  }
+  use_baseline_stats_kernels_for_testing(false);
+}
+
+// The vector kernels against a one-element-at-a-time reference, for every packed float format:
+// lengths around the vector width, the block size (2048) and odd tails; patterns drawn from the
+// whole format (subnormals included), alone or mixed with NaN, Inf, -0.0 and +0.0.
+struct PackedFormat {
+  ScalarType type;
+  int bytes;
+  float (*to_float)(std::uint32_t);
+  std::vector<std::uint32_t> specials;  // NaN, Inf (where the format has it), -0.0, +0.0
+};
+
+void check_packed_format(const PackedFormat& f, std::mt19937& rng) {
+  for (std::int64_t n : {0, 1, 7, 15, 16, 17, 31, 32, 33, 63, 65, 2047, 2048, 2049, 4096 + 45}) {
+    for (bool mixed : {false, true}) {
+      std::vector<std::uint32_t> patterns(static_cast<std::size_t>(n));
+      for (auto& b : patterns) {
+        do {
+          b = rng() & (f.bytes == 2 ? 0xffffu : 0xffu);
+        } while (!std::isfinite(f.to_float(b)));  // finite patterns here, specials below
+        if (mixed && rng() % 16 == 0) b = f.specials[rng() % f.specials.size()];
+      }
+      std::vector<unsigned char> data(static_cast<std::size_t>(n * f.bytes));
+      for (std::size_t i = 0; i < patterns.size(); ++i) std::memcpy(&data[i * f.bytes], &patterns[i], f.bytes);
+      double sum = 0, magnitude = 0, mn = INFINITY, mx = -INFINITY;
+      std::int64_t finite = 0, nan = 0, inf = 0;
+      for (std::uint32_t b : patterns) {
+        const double v = f.to_float(b);
+        if (std::isnan(v)) {
+          ++nan;
+        } else if (std::isinf(v)) {
+          ++inf;
+        } else {
+          ++finite;
+          sum += v;
+          magnitude += std::fabs(v);
+          mn = std::min(mn, v);
+          mx = std::max(mx, v);
+        }
+      }
+      std::vector<std::int64_t> shape{n};
+      SCOPED_TRACE(dtype_name(dl_view(data.data(), f.type, shape).dtype) + " n=" + std::to_string(n) +
+                   (mixed ? " mixed" : ""));
+      const Stats s = host_stats(dl_view(data.data(), f.type, shape));
+      EXPECT_EQ(s.count, n);
+      EXPECT_EQ(s.finite, finite);
+      EXPECT_EQ(s.nan, nan);
+      EXPECT_EQ(s.inf, inf);
+      if (finite == 0) continue;
+      EXPECT_EQ(s.min, mn);
+      EXPECT_EQ(s.max, mx);
+      // Lane sums are f32: within a few ulps of the sum of the magnitudes.
+      EXPECT_NEAR(s.mean, sum / static_cast<double>(finite), 1e-6 * magnitude / static_cast<double>(finite));
+    }
+  }
+}
+
+TEST(Stats, PackedFloatFormatsAgreeWithAReferenceAtEveryLength) {
+  const std::vector<PackedFormat> formats{
+      {ScalarType::BF16, 2, [](std::uint32_t b) { return bf16_to_float(static_cast<std::uint16_t>(b)); },
+       {0x7fc0, 0xffc1, 0x7f80, 0xff80, 0x8000, 0x0000}},
+      {ScalarType::F16, 2, [](std::uint32_t b) { return half_to_float(static_cast<std::uint16_t>(b)); },
+       {0x7e00, 0xfc01, 0x7c00, 0xfc00, 0x8000, 0x0000}},
+      {ScalarType::F8E5M2, 1, [](std::uint32_t b) { return fp8_e5m2_to_float(static_cast<std::uint8_t>(b)); },
+       {0x7d, 0xff, 0x7c, 0xfc, 0x80, 0x00}},
+      {ScalarType::F8E4M3, 1, [](std::uint32_t b) { return fp8_e4m3fn_to_float(static_cast<std::uint8_t>(b)); },
+       {0x7f, 0xff, 0x80, 0x00}},
+  };
+  with_each_kernel_build([&] {
+    std::mt19937 rng(7);
+    for (const PackedFormat& f : formats) check_packed_format(f, rng);
+  });
+}
+
+// -0.0 sorts below +0.0 as the minimum; zeros of both signs are finite.
+TEST(Stats, SignedZerosInHalfAndBf16) {
+  std::vector<std::uint16_t> h{0x0000, 0x8000, 0x0000}, b{0x0000, 0x8000, 0x0000};
+  std::vector<std::int64_t> shape{3};
+  for (auto [data, type] : {std::pair<const void*, ScalarType>{h.data(), ScalarType::F16}, {b.data(), ScalarType::BF16}}) {
+    const Stats s = host_stats(dl_view(data, type, shape));
+    EXPECT_EQ(s.finite, 3);
+    EXPECT_EQ(s.min, 0.0);
+    EXPECT_TRUE(std::signbit(s.min));
+    EXPECT_FALSE(std::signbit(s.max));
+    EXPECT_EQ(s.mean, 0.0);
+  }
+}
+
+// Integers: min, max and an exact mean (the sum is exact, rounded once) for every integer type,
+// with the type's extremes, at lengths around the vector width and the blocks; contiguous and
+// every other element.
+template <class T>
+void check_integer_type(ScalarType type, std::mt19937_64& rng) {
+  for (std::int64_t n : {1, 3, 31, 32, 33, 100, 4097, (1 << 15) + 77}) {
+    std::vector<T> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = static_cast<T>(rng());
+    v[static_cast<std::size_t>(rng() % n)] = std::numeric_limits<T>::max();
+    v[static_cast<std::size_t>(rng() % n)] = std::numeric_limits<T>::lowest();
+    __int128 sum = 0, strided_sum = 0;
+    T mn = std::numeric_limits<T>::max(), mx = std::numeric_limits<T>::lowest();
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      sum += v[i];
+      if (i % 2 == 0 && static_cast<std::int64_t>(i) < n / 2 * 2) strided_sum += v[i];
+      mn = std::min(mn, v[i]);
+      mx = std::max(mx, v[i]);
+    }
+    std::vector<std::int64_t> shape{n}, half{n / 2}, two{2};
+    SCOPED_TRACE(dtype_name(dl_view(v.data(), type, shape).dtype) + " n=" + std::to_string(n));
+    const Stats s = host_stats(dl_view(v.data(), type, shape));
+    EXPECT_EQ(s.finite, n);
+    EXPECT_EQ(s.min, static_cast<double>(mn));
+    EXPECT_EQ(s.max, static_cast<double>(mx));
+    EXPECT_EQ(s.mean, static_cast<double>(sum) / static_cast<double>(n));
+    if (n / 2 > 0) {
+      const Stats t = host_stats(dl_view(v.data(), type, half, &two));
+      EXPECT_EQ(t.mean, static_cast<double>(strided_sum) / static_cast<double>(n / 2));
+    }
+  }
+}
+
+TEST(Stats, IntegersHaveExactMeansAndExtremesAtEveryLength) {
+  with_each_kernel_build([] {
+    std::mt19937_64 rng(11);
+    check_integer_type<std::int8_t>(ScalarType::I8, rng);
+    check_integer_type<std::int16_t>(ScalarType::I16, rng);
+    check_integer_type<std::int32_t>(ScalarType::I32, rng);
+    check_integer_type<std::int64_t>(ScalarType::I64, rng);
+    check_integer_type<std::uint8_t>(ScalarType::U8, rng);
+    check_integer_type<std::uint16_t>(ScalarType::U16, rng);
+    check_integer_type<std::uint32_t>(ScalarType::U32, rng);
+    check_integer_type<std::uint64_t>(ScalarType::U64, rng);
+  });
+}
+
+TEST(Stats, BoolCountsEveryNonZeroByteAsOne) {
+  with_each_kernel_build([] {
+    for (std::int64_t n : {5, 32, 33, 1000}) {
+      std::vector<std::uint8_t> v(static_cast<std::size_t>(n));
+      std::int64_t ones = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        v[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i % 3 == 0 ? 0 : (i * 37) % 256);
+        ones += v[static_cast<std::size_t>(i)] != 0;
+      }
+      std::vector<std::int64_t> shape{n};
+      const Stats s = host_stats(dl_view(v.data(), ScalarType::Bool, shape));
+      EXPECT_EQ(s.min, 0);
+      EXPECT_EQ(s.max, 1);
+      EXPECT_EQ(s.mean, static_cast<double>(ones) / static_cast<double>(n));
+    }
+  });
 }
 
 }  // namespace

@@ -56,6 +56,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
@@ -130,7 +131,7 @@ using Collector = void (*)(void* context, ArgList& args);
 CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python = nullptr,
                       void* stream = nullptr);
 // The same in two steps, for ApiCall: prepare_call collects the inputs (the values live only as
-// long as ApiCall's constructor), set_stream may name the stream, start_call writes them, once.
+// long as ApiCall::open), set_stream may name the stream, start_call writes them, once.
 CallState* prepare_call(const char* name, Collector collect, void* context);
 void set_stream(CallState* state, void* stream);
 void start_call(CallState* state);
@@ -144,27 +145,132 @@ void end_call(CallState* state) noexcept;
 template <class T>
 concept Loggable = requires(const T& v) { detail::to_arg(v); };
 
+// ---- the logging path, out of line ----
+//
+// At level 0 an instrumented function must cost a load and a predictable branch, however hot:
+// also when its float result feeds the next call. Anything the logging path does inside the
+// instrumented function shapes the whole function, because both paths share its frame and its
+// registers: a value used after an ordinary call on the logging path (the caller's arguments,
+// used by the body after the inputs are logged; the body's result, returned after the outputs
+// are logged) must live in a callee-saved register or on the stack, and the compiler picks that
+// place for the whole function, so the level-0 path paid for it too (registers saved in the
+// prologue, a float moved through a general-purpose register and back).
+//
+// So every call on the logging path goes through cold_call(fn, arg): on x86-64 a call, made from
+// inline assembly, to a trampoline (src/log/cold_call.cpp) that saves every register an ordinary
+// call may change, vector state included, calls fn(arg), and restores them. The compiler sees a
+// call that changes nothing but its result, so the caller's values stay where they are and the
+// level-0 path is the load, the branch and the body. Elsewhere it is an ordinary call.
+// fn must not throw (the trampoline is no place to unwind through): each catches everything.
+using ColdFn = void* (*)(void*) noexcept;
+
+#if defined(__x86_64__) && !defined(__ILP32__) && defined(__ELF__) && defined(__GNUC__)
+#define MATE_LOG_COLD_CALL_TRAMPOLINE 1
+extern "C" void* mate_log_cold_call(ColdFn fn, void* arg) noexcept;  // only ever called from asm
+#endif
+
+[[gnu::always_inline]] inline void* cold_call(ColdFn fn, void* arg) noexcept {
+#if defined(MATE_LOG_COLD_CALL_TRAMPOLINE)
+  void* result;
+  // The 128 bytes skip the red zone, where a leaf function may keep data below the stack
+  // pointer that the call's return address would overwrite.
+  asm volatile(
+      "leaq -128(%%rsp), %%rsp\n\t"
+      "call mate_log_cold_call@PLT\n\t"
+      "leaq 128(%%rsp), %%rsp"
+      : "=a"(result)
+      : "D"(fn), "S"(arg)
+      : "memory", "cc");
+  return result;
+#else
+  return fn(arg);
+#endif
+}
+
+// What the out-of-line parts receive: copies of the inputs, or pointers to what stays put.
+template <class... Ts>
+struct OpenRequest {
+  const char* name;
+  const std::initializer_list<const char*>* names;
+  std::tuple<Ts...> values;
+};
+template <class... Ts>
+void* open_call(void* r) noexcept {
+  auto& req = *static_cast<OpenRequest<Ts...>*>(r);
+  try {
+    auto collect = [&](ArgList& args) {
+      const char* const* n = req.names->begin();
+      std::apply([&](const Ts&... v) { (args.add(*n++, v), ...); }, req.values);
+    };
+    return prepare_call(
+        req.name, [](void* c, ArgList& args) { (*static_cast<decltype(collect)*>(c))(args); }, &collect);
+  } catch (...) {
+    return nullptr;  // logging never breaks the call: this one goes unlogged
+  }
+}
+
+struct StreamRequest {
+  CallState* state;
+  void* stream;
+};
+void* stream_call(void* r) noexcept;
+void* start_call_cold(void* state) noexcept;
+void* end_call_cold(void* state) noexcept;
+
+template <class Collect>  // a forwarding reference's type: T& for an lvalue, T for an rvalue
+struct OutputsRequest {
+  CallState* state;
+  std::remove_reference_t<Collect>* collect;
+};
+template <class Collect>
+void* outputs_call(void* r) noexcept {
+  auto& req = *static_cast<OutputsRequest<Collect>*>(r);
+  try {
+    set_output_collector(req.state, std::function<void(ArgList&)>(std::forward<Collect>(*req.collect)));
+  } catch (...) {
+    // Out of memory: the outputs go unlogged, the call goes on.
+  }
+  return nullptr;
+}
+
+template <class R>
+struct ReturnRequest {
+  CallState* state;
+  const R* result;
+};
+template <class R>
+void* return_call(void* r) noexcept {
+  auto& req = *static_cast<ReturnRequest<R>*>(r);
+  try {
+    Arg a = to_arg(*req.result);
+    a.name = "return";
+    add_return_value(req.state, std::move(a));
+  } catch (...) {
+  }
+  return nullptr;
+}
+
 }  // namespace detail
 
 class [[nodiscard]] ApiCall {
  public:
   // Not logging.
   ApiCall() noexcept = default;
-  // Logging (at level 1 and above, i.e. after MATE_API's level test): reads the configuration
-  // on the first call, writes the call line or the inputs record. The values arrive as copies
-  // (cheap: tensors are pointers or views), so the caller's variables never have their address
-  // taken and stay in registers on the level-0 path.
+  // Logging: the call that open() started.
+  explicit ApiCall(detail::CallState* state) noexcept : state_(state) {}
+
+  // Starts logging a call (at level 1 and above, i.e. after MATE_API's level test): reads the
+  // configuration on the first call, collects the inputs (written by start() or run()); nullptr
+  // when the level turns out to be 0. The values arrive as copies (cheap: tensors are pointers
+  // or views), so the caller's variables never have their address taken.
   template <class... Ts>
-  [[gnu::noinline, gnu::cold]] ApiCall(const char* name, std::initializer_list<const char*> names, Ts... values) {
-    auto collect = [&](ArgList& args) {
-      const char* const* n = names.begin();
-      (args.add(*n++, values), ...);
-    };
-    state_ = detail::prepare_call(
-        name, [](void* c, ArgList& args) { (*static_cast<decltype(collect)*>(c))(args); }, &collect);
+  [[gnu::always_inline]] static detail::CallState* open(const char* name, std::initializer_list<const char*> names,
+                                                        Ts... values) {
+    detail::OpenRequest<Ts...> req{name, &names, {std::move(values)...}};
+    return static_cast<detail::CallState*>(detail::cold_call(&detail::open_call<Ts...>, &req));
   }
   ~ApiCall() {
-    if (state_ != nullptr) [[unlikely]] detail::end_call(state_);
+    if (state_ != nullptr) [[unlikely]] detail::cold_call(&detail::end_call_cold, state_);
   }
   ApiCall(const ApiCall&) = delete;
   ApiCall& operator=(const ApiCall&) = delete;
@@ -175,20 +281,26 @@ class [[nodiscard]] ApiCall {
   // captured into a CUDA/MUSA graph, device tensors are logged and dumped as metadata only (a
   // synchronous read would break the capture). Name it before run().
   ApiCall& stream(void* s) noexcept {
-    if (state_ != nullptr) [[unlikely]] detail::set_stream(state_, s);
+    if (state_ != nullptr) [[unlikely]] {
+      detail::StreamRequest req{state_, s};
+      detail::cold_call(&detail::stream_call, &req);
+    }
     return *this;
   }
 
   // Writes the inputs record now, once. run() does it right before the body; the scope form
   // (MATE_API_SCOPE) right away.
-  void start() {
-    if (state_ != nullptr) [[unlikely]] detail::start_call(state_);
+  void start() noexcept {
+    if (state_ != nullptr) [[unlikely]] detail::cold_call(&detail::start_call_cold, state_);
   }
 
   // Arguments to log as outputs once the body has returned (not when it throws).
   template <class Collect>
   ApiCall& outputs(Collect&& collect) {
-    if (state_ != nullptr) [[unlikely]] detail::set_output_collector(state_, std::forward<Collect>(collect));
+    if (state_ != nullptr) [[unlikely]] {
+      detail::OutputsRequest<Collect> req{state_, &collect};
+      detail::cold_call(&detail::outputs_call<Collect>, &req);
+    }
     return *this;
   }
 
@@ -203,11 +315,12 @@ class [[nodiscard]] ApiCall {
   bool active() const noexcept { return state_ != nullptr; }
 
  private:
-  // Inlined so the body's closure never escapes: the caller's variables stay in registers.
+  // Inlined so the body's closure never escapes (the caller's variables stay in registers); the
+  // calls it makes are cold_call()s, which keep them there.
   template <class Body>
   [[gnu::always_inline]] inline decltype(auto) run_logged(Body&& body) {
     using R = std::invoke_result_t<Body&&>;
-    detail::start_call(state_);
+    start();
 #if defined(__cpp_exceptions)
     try {
 #endif
@@ -215,7 +328,11 @@ class [[nodiscard]] ApiCall {
         std::forward<Body>(body)();
       } else {
         R result = std::forward<Body>(body)();
-        if constexpr (detail::Loggable<std::remove_cvref_t<R>>) log_return(result);
+        if constexpr (detail::Loggable<std::remove_cvref_t<R>>) {
+          using Value = std::remove_reference_t<R>;
+          detail::ReturnRequest<Value> req{state_, &result};
+          detail::cold_call(&detail::return_call<Value>, &req);
+        }
         return result;
       }
 #if defined(__cpp_exceptions)
@@ -231,13 +348,6 @@ class [[nodiscard]] ApiCall {
       throw;
     }
 #endif
-  }
-
-  template <class R>
-  [[gnu::noinline, gnu::cold]] void log_return(const R& result) {
-    Arg a = detail::to_arg(result);
-    a.name = "return";
-    detail::add_return_value(state_, std::move(a));
   }
 
   detail::CallState* state_ = nullptr;
@@ -271,10 +381,11 @@ class [[nodiscard]] ApiCall {
 #define MATE_NAMED(name, ...) (::mate::log::Named{name, __VA_ARGS__})
 // The call object: MATE_API("name", args...).outputs(MATE_ARGS(...)).run([&] { body });
 // The level test comes first, so that the argument collector is only built when logging.
-#define MATE_API(name, ...)                                                        \
-  (__builtin_expect(::mate::log::detail::g_level.load(::std::memory_order_relaxed) == 0, 1) \
-       ? ::mate::log::ApiCall()                                                    \
-       : ::mate::log::ApiCall(name, {MATE_LOG_FOR_EACH(MATE_LOG_NAME_, __VA_ARGS__)} __VA_OPT__(, ) __VA_ARGS__))
+#define MATE_API(name, ...)                                                               \
+  (__builtin_expect(::mate::log::detail::g_level.load(::std::memory_order_relaxed) == 0, 1)        \
+       ? ::mate::log::ApiCall()                                                                   \
+       : ::mate::log::ApiCall(::mate::log::ApiCall::open(                                         \
+             name, {MATE_LOG_FOR_EACH(MATE_LOG_NAME_, __VA_ARGS__)} __VA_OPT__(, ) __VA_ARGS__)))
 // The scope form: logs inputs now, outputs and wall time when the enclosing scope ends.
 #define MATE_API_SCOPE(name, ...) \
   ::mate::log::ApiCall mate_api_call_ = MATE_API(name, __VA_ARGS__); \

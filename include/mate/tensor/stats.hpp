@@ -29,7 +29,8 @@ struct Stats {
   std::int64_t finite = 0;  // elements included in min/max/mean
   std::int64_t nan = 0;
   std::int64_t inf = 0;
-  // Meaningful when finite > 0. Integers beyond 2^53 are rounded to double.
+  // Meaningful when finite > 0. Integers beyond 2^53 are rounded to double; an integer tensor's
+  // sum is exact before the mean rounds it once.
   double min = 0;
   double max = 0;
   double mean = 0;
@@ -51,6 +52,10 @@ StatsResult compute_stats(const TensorView& t, const StatsOptions& options = {})
 // The same with an explicit backend for device memory (tests, tools).
 StatsResult compute_stats(const TensorView& t, device::Backend& backend,
                           const StatsOptions& options = {});
+
+// The statistics kernels are built for the baseline instruction set and, on x86-64, for AVX2,
+// used where the CPU has it. For tests: true makes every later call use the baseline kernels.
+void use_baseline_stats_kernels_for_testing(bool baseline) noexcept;
 
 // Conversions used by the statistics, exposed for tests.
 float half_to_float(std::uint16_t h) noexcept;
