@@ -104,6 +104,11 @@ struct State {
   Handle next_handle = 1;
   std::map<std::uintptr_t, Mapping> mappings;  // address → mapping
   std::map<void*, int> capture_status;         // stream → CUstreamCaptureStatus
+  // Host bookkeeping made by cuInit and grown by each context retain with realloc, as the real
+  // driver does: under `mate guard-run` a program's cuInit (cudart calls it first) gets a guarded
+  // block, which the guard's own set-up then sees reallocated from inside the driver.
+  char* host_bookkeeping = nullptr;
+  std::size_t host_bookkeeping_size = 0;
 };
 
 State& state() {
@@ -237,6 +242,12 @@ Result fake_Init(unsigned int flags) {
   Locked l;
   if (flags != 0) return kInvalidValue;
   if (l.s.device_count == 0) return kNoDevice;
+  if (l.s.host_bookkeeping == nullptr) {
+    l.s.host_bookkeeping_size = 1000;
+    l.s.host_bookkeeping = static_cast<char*>(std::malloc(l.s.host_bookkeeping_size));
+    if (l.s.host_bookkeeping == nullptr) return kOutOfMemory;
+    std::memset(l.s.host_bookkeeping, 1, l.s.host_bookkeeping_size);
+  }
   l.s.initialized = true;
   return kSuccess;
 }
@@ -284,6 +295,12 @@ Result fake_DevicePrimaryCtxRetain(void** ctx, int device) {
   if (!l.s.initialized) return kNotInitialized;
   if (ctx == nullptr) return kInvalidValue;
   if (device < 0 || device >= l.s.device_count) return kInvalidDevice;
+  const std::size_t grown = l.s.host_bookkeeping_size + 1000;
+  char* bigger = static_cast<char*>(std::realloc(l.s.host_bookkeeping, grown));
+  if (bigger == nullptr) return kOutOfMemory;
+  std::memset(bigger + l.s.host_bookkeeping_size, 2, grown - l.s.host_bookkeeping_size);
+  l.s.host_bookkeeping = bigger;
+  l.s.host_bookkeeping_size = grown;
   ++l.s.context_refs[device];
   *ctx = &l.s.contexts[device];
   return kSuccess;

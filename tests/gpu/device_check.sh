@@ -432,8 +432,17 @@ check_dump_replay_guard() {
   local out rc
   out=$(limited "$bin/mate" replay --dir "$dumps" --guard-alloc --guard-mode tail 2>&1); rc=$?
   echo "$out"
-  note="dumped $calls calls ($cuda_calls on CUDA); replay --guard-alloc: $(tail -1 <<<"$out")"
-  return $rc
+  # gpu_ops_compare makes calls that raise on purpose (bad m_indices): replay runs them again and
+  # reports "no reference: raised again, as in the original call", which never counts as passed
+  # (docs/dumps-and-replay.md), so replay exits 1. PASS when those are the only calls not passed.
+  local totals passed failed raised_again
+  totals=$(tail -1 <<<"$out")
+  passed=$(sed -n 's/^\([0-9]*\) passed, [0-9]* failed$/\1/p' <<<"$totals")
+  failed=$(sed -n 's/^[0-9]* passed, \([0-9]*\) failed$/\1/p' <<<"$totals")
+  raised_again=$(grep -c "no reference: raised again, as in the original call" <<<"$out")
+  note="dumped $calls calls ($cuda_calls on CUDA); replay --guard-alloc: $totals ($raised_again raised again, as in the original call)"
+  [ -n "$failed" ] || { note="$note; no totals line from replay (exit $rc)"; return 1; }
+  [ "$passed" -gt 0 ] && [ "$failed" -eq "$raised_again" ] && [ "$rc" -le 1 ]
 }
 
 check_torch_load_dump() {

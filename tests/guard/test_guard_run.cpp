@@ -217,6 +217,25 @@ TEST_F(GuardRun, DeviceAllocationsThroughTheFakeDriverAreGuarded) {
   EXPECT_EQ(run({MATE_DEVICE_ALLOC_CHILD, "ok"}).exit_code, 3);
 }
 
+// Found on an H100 (docs/gpu-results.md): the program's own cuInit (libcudart's first call)
+// gets a guarded host block from the driver; the guard's device set-up, later, runs the
+// driver's context retain, which reallocates that block from inside the guard's set-up. The
+// guard must still serve it (glibc's realloc of a guarded pointer aborted: "mremap_chunk():
+// invalid pointer").
+TEST_F(GuardRun, TheDriverReallocatesItsOwnGuardedBlockDuringTheGuardsDeviceSetUp) {
+  mate::testing::RunOptions options;
+  options.env["MATE_FAKE_DRIVER_PATH"] = MATE_FAKE_DRIVER_LIBRARY;
+  for (const char* mode : {"tail", "head"}) {
+    auto r = run({MATE_BINARY, "guard-run", "--mode", mode, "--log-allocations", "--", MATE_DEVICE_ALLOC_CHILD, "init-first"}, options);
+    EXPECT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("done"));
+    // The driver's block was guarded (the case under test), then freed by the guard when moved.
+    EXPECT_THAT(r.err, HasSubstr(std::string(" size 1000 mode ") + mode + " host guard ["));
+    EXPECT_THAT(r.err, HasSubstr("size 1000 canary intact"));
+    EXPECT_THAT(r.err, HasSubstr(std::string(" size 1000 mode ") + mode + " cuda guard ["));
+  }
+}
+
 // Issue 4's "done when": a program built against the toolkit's runtime (cuda_runtime.h,
 // libcudart) gets guarded allocations from the fake driver. The fake is also reachable as
 // libcuda.so.1 (a symlink on LD_LIBRARY_PATH), the name libcudart loads the driver by.

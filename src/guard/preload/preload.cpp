@@ -58,6 +58,12 @@ std::atomic<bool> g_stopped{false};  // stop_guarding()
 mate::guard::GuardAllocator* g_guard = nullptr;
 std::size_t g_min_bytes = 0;
 __attribute__((tls_model("initial-exec"))) thread_local bool t_inside = false;
+// True while this thread runs the host guard's own code (HostGuardCall), where it may hold the
+// guard's table lock. Narrower than t_inside, which also covers MATE calling foreign code (the
+// device guard's set-up runs the driver): a pointer the host guard owns that reaches free or
+// realloc from there is still the guard's to free (the driver reallocates blocks it allocated
+// before), and asking the guard about it cannot deadlock.
+__attribute__((tls_model("initial-exec"))) thread_local bool t_host_guard = false;
 // t_inside on the loading thread before the library's own initializers set it.
 bool g_inside_before_initializers = false;
 mate::guard::GuardAllocatorConfig g_config;
@@ -86,6 +92,18 @@ void count_reason(Unguarded why) noexcept { g_unguarded[why].fetch_add(1, std::m
 
 using mate::guard::preload::Inside;
 namespace arena = mate::guard::preload;
+
+// A call into the host guard: inside (its allocations are its own) and marked as the guard's.
+struct HostGuardCall {
+  HostGuardCall() noexcept : was_(t_host_guard) { t_host_guard = true; }
+  ~HostGuardCall() { t_host_guard = was_; }
+  HostGuardCall(const HostGuardCall&) = delete;
+  HostGuardCall& operator=(const HostGuardCall&) = delete;
+
+ private:
+  Inside inside_;
+  bool was_;
+};
 
 void fork_prepare() {
   g_guard->prepare_fork();
@@ -273,7 +291,7 @@ void count_unguarded(std::size_t size) noexcept {
     count_reason(kBelowMinBytes);
   } else if (g_stopped.load(std::memory_order_relaxed)) {
     count_reason(kAfterRefusal);
-    Inside inside;
+    HostGuardCall call;
     g_guard->note_unguarded();
   }
 }
@@ -307,7 +325,7 @@ __attribute__((noinline)) void* guard_alloc(std::size_t size, std::size_t alignm
   using mate::guard::AllocError;
   mate::guard::AllocResult r;
   {
-    Inside inside;
+    HostGuardCall call;
     r = g_guard->allocate(size, alignment, nullptr, small ? mate::guard::Priority::Low : mate::guard::Priority::Normal);
     if (r) {
       g_guarded_count.fetch_add(1, std::memory_order_relaxed);
@@ -329,24 +347,24 @@ __attribute__((noinline)) void* guard_alloc(std::size_t size, std::size_t alignm
 
 // Not inlined, like guard_alloc, so free backtraces skip the same two frames.
 __attribute__((noinline)) void guard_free(void* p) noexcept {
-  Inside inside;
+  HostGuardCall call;
   g_guard->deallocate(reinterpret_cast<std::uintptr_t>(p));
 }
 
 // True when the guard owns `p` (and so must free / size it).
 bool owned(void* p) noexcept {
   if (p == nullptr || g_state.load(std::memory_order_acquire) != kReady) return false;
-  Inside inside;
+  HostGuardCall call;
   return g_guard->owns(reinterpret_cast<std::uintptr_t>(p));
 }
 
 // True when `p`, not owned, still lies inside a range the guard reserved (p + 1 of a guarded
 // buffer): glibc must never see it, it would read the guard's bytes as its chunk header.
 bool in_guarded_range(void* p) noexcept {
-  if (t_inside || g_state.load(std::memory_order_acquire) != kReady ||
+  if (t_host_guard || g_state.load(std::memory_order_acquire) != kReady ||
       !g_guard->may_hold(reinterpret_cast<std::uintptr_t>(p)))
     return false;
-  Inside inside;
+  HostGuardCall call;
   mate::guard::Description d = g_guard->describe(reinterpret_cast<std::uintptr_t>(p));
   return d.found && !d.outside;
 }
@@ -434,7 +452,7 @@ __attribute__((always_inline)) inline void free_path(void* p) noexcept {
     arena::arena_free(p);
     return;
   }
-  if (!t_inside && owned(p)) {
+  if (!t_host_guard && owned(p)) {
     guard_free(p);
     asm volatile("" ::: "memory");  // no tail call: backtraces skip exactly free's frame
     return;
@@ -487,12 +505,16 @@ MATE_EXPORT void* realloc(void* p, size_t size) noexcept {
     arena::arena_free(p);
     return q;
   }
-  if (!t_inside && owned(p)) {
+  if (!t_host_guard && owned(p)) {
     if (size == 0) {
       free_path(p);
       return nullptr;
     }
-    std::size_t old = g_guard->size_of(reinterpret_cast<std::uintptr_t>(p));
+    std::size_t old;
+    {
+      HostGuardCall call;
+      old = g_guard->size_of(reinterpret_cast<std::uintptr_t>(p));
+    }
     void* q = allocate_path(size);
     if (q == nullptr) return nullptr;
     std::memcpy(q, p, old < size ? old : size);
@@ -551,10 +573,13 @@ MATE_EXPORT size_t malloc_usable_size(void* p) noexcept {
   if (p == nullptr) return 0;
   if (arena::arena_owns(p)) return arena::arena_usable_size(p);
   // The exact size, so programs that trust the usable size still stop at the guard.
-  if (!t_inside && owned(p)) return g_guard->size_of(reinterpret_cast<std::uintptr_t>(p));
+  if (!t_host_guard && owned(p)) {
+    HostGuardCall call;
+    return g_guard->size_of(reinterpret_cast<std::uintptr_t>(p));
+  }
   if (in_guarded_range(p)) {
     // p + 1 of a guarded buffer: glibc would read canary bytes as a chunk header.
-    Inside inside;
+    HostGuardCall call;
     g_guard->report_invalid_pointer(reinterpret_cast<std::uintptr_t>(p), "malloc_usable_size");
     return 0;
   }
