@@ -29,13 +29,23 @@ void* end_call_cold(void* state) noexcept {
 #if defined(MATE_LOG_COLD_CALL_TRAMPOLINE)
 // void* mate_log_cold_call(ColdFn fn /* rdi */, void* arg /* rsi */): returns fn(arg) in rax and
 // leaves every other register as it found it: the general-purpose ones an ordinary call may
-// change, and the vector, x87 and MXCSR state, saved with XSAVEC where the CPU has it (compacted,
-// and skipping components in their initial state: the upper halves of the YMM registers after a
-// vzeroupper, AVX-512 in a program that does not use it — several times cheaper than XSAVE,
-// which the logging path pays four times per call), else XSAVE (x87, SSE, AVX and AVX-512
-// components: 2688 bytes in the standard layout), else FXSAVE on a CPU or OS without XSAVE.
-// XRSTOR reads either layout. Which one is decided on the first call (CPUID.1:ECX: XSAVE and
-// OSXSAVE; CPUID.(0xD,1):EAX bit 1: XSAVEC) and kept in `mode` (1 FXSAVE, 2 XSAVE, 3 XSAVEC).
+// change, and the vector, x87 and MXCSR state.
+//
+// Saving the whole vector state (XSAVE/XRSTOR, ~0.15 µs per call on the development VM, four or
+// five per logged call) is only needed when the caller holds values beyond xmm0-15. The CPU says
+// which state components are in use (XGETBV with ECX=1, XINUSE), so the common cases are cheap:
+//   * only SSE (the upper halves of the YMM registers in their initial state, as after the
+//     vzeroupper compilers put before calls) and no x87 register holding a value (the stack's
+//     top at 0 and its register empty, FXAM; MMX values fill it): xmm0-15 and
+//     MXCSR are saved with plain moves; after fn, vzeroupper (when the CPU has AVX) puts the
+//     upper halves back in their initial state, exactly as they were;
+//   * AVX upper halves in use: ymm0-15 and MXCSR with plain moves;
+//   * anything else (AVX-512 state, AMX, x87 registers holding values, or a CPU without XINUSE):
+//     the whole state, with XSAVEC where the CPU has it (compacted, initial components skipped),
+//     else XSAVE (x87, SSE, AVX and AVX-512 components), else FXSAVE (no XSAVE).
+// XRSTOR reads either XSAVE layout. What the CPU has is decided on the first call and kept in
+// `mode`: bits 0-1 the full save (1 FXSAVE, 2 XSAVE, 3 XSAVEC), bit 2 XINUSE readable
+// (CPUID.(0xD,1):EAX bit 2), bit 3 AVX state enabled (XCR0 bits 1 and 2).
 //
 // The caller entered with its stack pointer 128 bytes below its own (past its red zone, see
 // cold_call); the unwind information says so, so that debuggers and crash reports walk through
@@ -77,15 +87,131 @@ mate_log_cold_call:
   movl $0xd, %eax
   movl $1, %ecx
   cpuid
+  movl %eax, %r10d
   andl $2, %eax
   shrl $1, %eax
   addl $2, %eax
+  andl $4, %r10d
+  orl %eax, %r10d
+  xorl %ecx, %ecx
+  xgetbv
+  andl $6, %eax
+  cmpl $6, %eax
+  movl %r10d, %eax
+  jne 2f
+  orl $8, %eax
 2:
   movl %eax, .Lmate_log_cold_call_mode(%rip)
 1:
   movl %eax, %r11d
+  testl $4, %r11d
+  jz 3f
+  movl $1, %ecx
+  xgetbv
+  testl $0x600e0, %eax
+  jnz 3f
+  movl %eax, %r10d
+  testl $1, %r10d
+  jz 7f
+  fnstsw %ax
+  testw $0x3800, %ax
+  jnz 3f
+  fxam
+  fnstsw %ax
+  andw $0x4500, %ax
+  cmpw $0x4100, %ax
+  jne 3f
+7:
+  testl $4, %r10d
+  jnz 8f
+  subq $320, %rsp
+  movdqa %xmm0, 0(%rsp)
+  movdqa %xmm1, 16(%rsp)
+  movdqa %xmm2, 32(%rsp)
+  movdqa %xmm3, 48(%rsp)
+  movdqa %xmm4, 64(%rsp)
+  movdqa %xmm5, 80(%rsp)
+  movdqa %xmm6, 96(%rsp)
+  movdqa %xmm7, 112(%rsp)
+  movdqa %xmm8, 128(%rsp)
+  movdqa %xmm9, 144(%rsp)
+  movdqa %xmm10, 160(%rsp)
+  movdqa %xmm11, 176(%rsp)
+  movdqa %xmm12, 192(%rsp)
+  movdqa %xmm13, 208(%rsp)
+  movdqa %xmm14, 224(%rsp)
+  movdqa %xmm15, 240(%rsp)
+  stmxcsr 256(%rsp)
+  movl %r11d, 260(%rsp)
+  movq %rdi, %rax
+  movq %rsi, %rdi
+  call *%rax
+  testl $8, 260(%rsp)
+  jz 9f
+  vzeroupper
+9:
+  movdqa 0(%rsp), %xmm0
+  movdqa 16(%rsp), %xmm1
+  movdqa 32(%rsp), %xmm2
+  movdqa 48(%rsp), %xmm3
+  movdqa 64(%rsp), %xmm4
+  movdqa 80(%rsp), %xmm5
+  movdqa 96(%rsp), %xmm6
+  movdqa 112(%rsp), %xmm7
+  movdqa 128(%rsp), %xmm8
+  movdqa 144(%rsp), %xmm9
+  movdqa 160(%rsp), %xmm10
+  movdqa 176(%rsp), %xmm11
+  movdqa 192(%rsp), %xmm12
+  movdqa 208(%rsp), %xmm13
+  movdqa 224(%rsp), %xmm14
+  movdqa 240(%rsp), %xmm15
+  ldmxcsr 256(%rsp)
+  jmp 4f
+8:
+  subq $576, %rsp
+  vmovdqa %ymm0, 0(%rsp)
+  vmovdqa %ymm1, 32(%rsp)
+  vmovdqa %ymm2, 64(%rsp)
+  vmovdqa %ymm3, 96(%rsp)
+  vmovdqa %ymm4, 128(%rsp)
+  vmovdqa %ymm5, 160(%rsp)
+  vmovdqa %ymm6, 192(%rsp)
+  vmovdqa %ymm7, 224(%rsp)
+  vmovdqa %ymm8, 256(%rsp)
+  vmovdqa %ymm9, 288(%rsp)
+  vmovdqa %ymm10, 320(%rsp)
+  vmovdqa %ymm11, 352(%rsp)
+  vmovdqa %ymm12, 384(%rsp)
+  vmovdqa %ymm13, 416(%rsp)
+  vmovdqa %ymm14, 448(%rsp)
+  vmovdqa %ymm15, 480(%rsp)
+  stmxcsr 512(%rsp)
+  movq %rdi, %rax
+  movq %rsi, %rdi
+  call *%rax
+  vmovdqa 0(%rsp), %ymm0
+  vmovdqa 32(%rsp), %ymm1
+  vmovdqa 64(%rsp), %ymm2
+  vmovdqa 96(%rsp), %ymm3
+  vmovdqa 128(%rsp), %ymm4
+  vmovdqa 160(%rsp), %ymm5
+  vmovdqa 192(%rsp), %ymm6
+  vmovdqa 224(%rsp), %ymm7
+  vmovdqa 256(%rsp), %ymm8
+  vmovdqa 288(%rsp), %ymm9
+  vmovdqa 320(%rsp), %ymm10
+  vmovdqa 352(%rsp), %ymm11
+  vmovdqa 384(%rsp), %ymm12
+  vmovdqa 416(%rsp), %ymm13
+  vmovdqa 448(%rsp), %ymm14
+  vmovdqa 480(%rsp), %ymm15
+  ldmxcsr 512(%rsp)
+  jmp 4f
+3:
+  andl $3, %r11d
   cmpl $2, %r11d
-  jb 3f
+  jb 5f
   subq $2752, %rsp
   xorl %eax, %eax
   movq %rax, 512(%rsp)
@@ -99,12 +225,12 @@ mate_log_cold_call:
   movl $0xff, %eax
   xorl %edx, %edx
   cmpl $3, %r11d
-  je 5f
+  je 6f
   xsave64 (%rsp)
-  jmp 6f
-5:
-  xsavec64 (%rsp)
+  jmp 10f
 6:
+  xsavec64 (%rsp)
+10:
   movq %rdi, %rax
   movq %rsi, %rdi
   call *%rax
@@ -114,7 +240,7 @@ mate_log_cold_call:
   xrstor64 (%rsp)
   movq %rbx, %rax
   jmp 4f
-3:
+5:
   subq $512, %rsp
   fxsave64 (%rsp)
   movq %rdi, %rax

@@ -1,0 +1,197 @@
+// The logging path's trampoline (src/log/cold_call.cpp) must leave every register as it found
+// it, whichever of its three ways it saves them: xmm0-15 by moves (only SSE state in use), ymm0-15
+// by moves (AVX upper halves in use), or the whole state (x87 or MMX registers holding values,
+// AVX-512; not tested here: the development machines have no AVX-512).
+// Each test loads known values into registers, calls the trampoline with a function that
+// overwrites them all, and compares, from one asm statement so that the compiler keeps nothing of
+// its own there.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+#include "mate/log/api.hpp"
+
+#if defined(MATE_LOG_COLD_CALL_TRAMPOLINE)
+namespace {
+
+constexpr std::uint32_t kTowardZero = 0x6000;  // MXCSR rounding control bits
+
+// Overwrites every vector register, MXCSR's rounding and flags, and pushes eight values on the
+// x87 stack (a stack that already held values overflows) before popping them again.
+void* clobber_sse(void* arg) noexcept {
+  asm volatile(
+      "pcmpeqd %%xmm0, %%xmm0\n\t"
+      "movdqa %%xmm0, %%xmm1\n\t movdqa %%xmm0, %%xmm2\n\t movdqa %%xmm0, %%xmm3\n\t"
+      "movdqa %%xmm0, %%xmm4\n\t movdqa %%xmm0, %%xmm5\n\t movdqa %%xmm0, %%xmm6\n\t"
+      "movdqa %%xmm0, %%xmm7\n\t movdqa %%xmm0, %%xmm8\n\t movdqa %%xmm0, %%xmm9\n\t"
+      "movdqa %%xmm0, %%xmm10\n\t movdqa %%xmm0, %%xmm11\n\t movdqa %%xmm0, %%xmm12\n\t"
+      "movdqa %%xmm0, %%xmm13\n\t movdqa %%xmm0, %%xmm14\n\t movdqa %%xmm0, %%xmm15\n\t"
+      "fldz\n\t fldz\n\t fldz\n\t fldz\n\t fldz\n\t fldz\n\t fldz\n\t fldz\n\t"
+      "fstp %%st(0)\n\t fstp %%st(0)\n\t fstp %%st(0)\n\t fstp %%st(0)\n\t"
+      "fstp %%st(0)\n\t fstp %%st(0)\n\t fstp %%st(0)\n\t fstp %%st(0)\n\t"
+      :
+      :
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "memory");
+  std::uint32_t mxcsr = 0;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  mxcsr = (mxcsr | kTowardZero | 0x3f);  // round toward zero, every exception flag raised
+  asm volatile("ldmxcsr %0" : : "m"(mxcsr));
+  return arg;
+}
+
+// The same, and the upper halves of ymm0-15 too (left dirty: the trampoline must undo that).
+__attribute__((target("avx"))) void* clobber_avx(void* arg) noexcept {
+  asm volatile(
+      "vpcmpeqd %%xmm0, %%xmm0, %%xmm0\n\t vinsertf128 $1, %%xmm0, %%ymm0, %%ymm0\n\t"
+      "vmovdqa %%ymm0, %%ymm1\n\t vmovdqa %%ymm0, %%ymm2\n\t vmovdqa %%ymm0, %%ymm3\n\t"
+      "vmovdqa %%ymm0, %%ymm4\n\t vmovdqa %%ymm0, %%ymm5\n\t vmovdqa %%ymm0, %%ymm6\n\t"
+      "vmovdqa %%ymm0, %%ymm7\n\t vmovdqa %%ymm0, %%ymm8\n\t vmovdqa %%ymm0, %%ymm9\n\t"
+      "vmovdqa %%ymm0, %%ymm10\n\t vmovdqa %%ymm0, %%ymm11\n\t vmovdqa %%ymm0, %%ymm12\n\t"
+      "vmovdqa %%ymm0, %%ymm13\n\t vmovdqa %%ymm0, %%ymm14\n\t vmovdqa %%ymm0, %%ymm15\n\t"
+      :
+      :
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "memory");
+  return clobber_sse(arg);
+}
+
+bool has_avx() { return __builtin_cpu_supports("avx"); }
+
+using Lanes = std::array<std::uint8_t, 32>;
+std::array<Lanes, 16> patterns() {
+  std::array<Lanes, 16> p{};
+  for (int r = 0; r < 16; ++r)
+    for (int b = 0; b < 32; ++b) p[r][b] = static_cast<std::uint8_t>(r * 37 + b * 11 + 1);
+  return p;
+}
+
+#define MATE_XMM_CLOBBERS                                                                                       \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
+      "xmm13", "xmm14", "xmm15"
+#define MATE_CALL_TRAMPOLINE "leaq -128(%%rsp), %%rsp\n\t call mate_log_cold_call@PLT\n\t leaq 128(%%rsp), %%rsp\n\t"
+
+// xmm0-15 hold values, the upper halves are clean (vzeroupper, where the CPU has AVX): after the
+// call the low halves are as they were and the upper halves clean again; MXCSR as it was.
+TEST(ColdCall, KeepsXmmRegistersAndLeavesUpperHalvesClean) {
+  for (auto fn : {&clobber_sse, &clobber_avx}) {
+    if (fn == &clobber_avx && !has_avx()) continue;
+    const std::array<Lanes, 16> in = patterns();
+    alignas(32) std::array<Lanes, 16> out{};
+    std::uint32_t mxcsr_before = 0, mxcsr_after = 0;
+    int marker = 5;
+    void* result = nullptr;
+    asm volatile("stmxcsr %[mb]\n\t" : [mb] "=m"(mxcsr_before));
+    if (has_avx()) asm volatile("vzeroupper" ::: MATE_XMM_CLOBBERS);
+    asm volatile(
+        "movdqu 0(%[in]), %%xmm0\n\t movdqu 32(%[in]), %%xmm1\n\t movdqu 64(%[in]), %%xmm2\n\t"
+        "movdqu 96(%[in]), %%xmm3\n\t movdqu 128(%[in]), %%xmm4\n\t movdqu 160(%[in]), %%xmm5\n\t"
+        "movdqu 192(%[in]), %%xmm6\n\t movdqu 224(%[in]), %%xmm7\n\t movdqu 256(%[in]), %%xmm8\n\t"
+        "movdqu 288(%[in]), %%xmm9\n\t movdqu 320(%[in]), %%xmm10\n\t movdqu 352(%[in]), %%xmm11\n\t"
+        "movdqu 384(%[in]), %%xmm12\n\t movdqu 416(%[in]), %%xmm13\n\t movdqu 448(%[in]), %%xmm14\n\t"
+        "movdqu 480(%[in]), %%xmm15\n\t" MATE_CALL_TRAMPOLINE
+        "movdqu %%xmm0, 0(%[out])\n\t movdqu %%xmm1, 32(%[out])\n\t movdqu %%xmm2, 64(%[out])\n\t"
+        "movdqu %%xmm3, 96(%[out])\n\t movdqu %%xmm4, 128(%[out])\n\t movdqu %%xmm5, 160(%[out])\n\t"
+        "movdqu %%xmm6, 192(%[out])\n\t movdqu %%xmm7, 224(%[out])\n\t movdqu %%xmm8, 256(%[out])\n\t"
+        "movdqu %%xmm9, 288(%[out])\n\t movdqu %%xmm10, 320(%[out])\n\t movdqu %%xmm11, 352(%[out])\n\t"
+        "movdqu %%xmm12, 384(%[out])\n\t movdqu %%xmm13, 416(%[out])\n\t movdqu %%xmm14, 448(%[out])\n\t"
+        "movdqu %%xmm15, 480(%[out])\n\t stmxcsr %[ma]\n\t"
+        : "=&a"(result), [ma] "=m"(mxcsr_after)
+        : "D"(fn), "S"(&marker), [in] "r"(in.data()), [out] "r"(out.data())
+        : MATE_XMM_CLOBBERS, "memory", "cc");
+    EXPECT_EQ(result, &marker);
+    EXPECT_EQ(mxcsr_after, mxcsr_before);
+    for (int r = 0; r < 16; ++r)
+      EXPECT_EQ(std::memcmp(out[r].data(), in[r].data(), 16), 0) << "xmm" << r << (fn == &clobber_avx ? " (avx clobber)" : "");
+    if (has_avx()) {
+      // The upper halves: clean before the call, dirtied by clobber_avx, clean again after it.
+      alignas(32) Lanes upper{};
+      asm volatile(
+          "movdqu 0(%[in]), %%xmm0\n\t" MATE_CALL_TRAMPOLINE "vextractf128 $1, %%ymm0, %%xmm1\n\t movdqu %%xmm1, (%[up])\n\t"
+          : "=&a"(result)
+          : "D"(fn), "S"(&marker), [in] "r"(in.data()), [up] "r"(upper.data())
+          : MATE_XMM_CLOBBERS, "memory", "cc");
+      EXPECT_EQ(upper, Lanes{}) << "ymm0's upper half is dirty after the call";
+    }
+  }
+}
+
+// ymm0-15 hold values in full (the upper halves in use): all 256 bits come back.
+__attribute__((target("avx"))) void ymm_round_trip(const Lanes* in, Lanes* out, void** result, void* fn, void* arg) {
+  asm volatile(
+      "vmovdqu 0(%[in]), %%ymm0\n\t vmovdqu 32(%[in]), %%ymm1\n\t vmovdqu 64(%[in]), %%ymm2\n\t"
+      "vmovdqu 96(%[in]), %%ymm3\n\t vmovdqu 128(%[in]), %%ymm4\n\t vmovdqu 160(%[in]), %%ymm5\n\t"
+      "vmovdqu 192(%[in]), %%ymm6\n\t vmovdqu 224(%[in]), %%ymm7\n\t vmovdqu 256(%[in]), %%ymm8\n\t"
+      "vmovdqu 288(%[in]), %%ymm9\n\t vmovdqu 320(%[in]), %%ymm10\n\t vmovdqu 352(%[in]), %%ymm11\n\t"
+      "vmovdqu 384(%[in]), %%ymm12\n\t vmovdqu 416(%[in]), %%ymm13\n\t vmovdqu 448(%[in]), %%ymm14\n\t"
+      "vmovdqu 480(%[in]), %%ymm15\n\t" MATE_CALL_TRAMPOLINE
+      "vmovdqu %%ymm0, 0(%[out])\n\t vmovdqu %%ymm1, 32(%[out])\n\t vmovdqu %%ymm2, 64(%[out])\n\t"
+      "vmovdqu %%ymm3, 96(%[out])\n\t vmovdqu %%ymm4, 128(%[out])\n\t vmovdqu %%ymm5, 160(%[out])\n\t"
+      "vmovdqu %%ymm6, 192(%[out])\n\t vmovdqu %%ymm7, 224(%[out])\n\t vmovdqu %%ymm8, 256(%[out])\n\t"
+      "vmovdqu %%ymm9, 288(%[out])\n\t vmovdqu %%ymm10, 320(%[out])\n\t vmovdqu %%ymm11, 352(%[out])\n\t"
+      "vmovdqu %%ymm12, 384(%[out])\n\t vmovdqu %%ymm13, 416(%[out])\n\t vmovdqu %%ymm14, 448(%[out])\n\t"
+      "vmovdqu %%ymm15, 480(%[out])\n\t vzeroupper\n\t"
+      : "=&a"(*result)
+      : "D"(fn), "S"(arg), [in] "r"(in), [out] "r"(out)
+      : MATE_XMM_CLOBBERS, "memory", "cc");
+}
+
+TEST(ColdCall, KeepsYmmRegistersWhoseUpperHalvesAreInUse) {
+  if (!has_avx()) GTEST_SKIP() << "no AVX on this CPU";
+  for (auto fn : {&clobber_sse, &clobber_avx}) {
+    const std::array<Lanes, 16> in = patterns();
+    std::array<Lanes, 16> out{};
+    int marker = 6;
+    void* result = nullptr;
+    ymm_round_trip(in.data(), out.data(), &result, reinterpret_cast<void*>(fn), &marker);
+    EXPECT_EQ(result, &marker);
+    for (int r = 0; r < 16; ++r) EXPECT_EQ(out[r], in[r]) << "ymm" << r;
+  }
+}
+
+// Two values on the x87 stack (a long double kept in registers): the callee's eight pushes would
+// overflow it; the trampoline saves the whole state and the values come back.
+TEST(ColdCall, KeepsValuesOnTheX87Stack) {
+  for (auto fn : {&clobber_sse, &clobber_avx}) {
+    if (fn == &clobber_avx && !has_avx()) continue;
+    const long double a = 1.25L, b = -3.5L;
+    long double top = 0, second = 0;
+    int marker = 7;
+    void* result = nullptr;
+    const std::array<Lanes, 16> in = patterns();
+    std::array<Lanes, 16> out{};
+    asm volatile(
+        "fldt (%[a])\n\t fldt (%[b])\n\t movdqu 0(%[in]), %%xmm3\n\t" MATE_CALL_TRAMPOLINE
+        "fstpt (%[top])\n\t fstpt (%[second])\n\t movdqu %%xmm3, 96(%[out])\n\t"
+        : "=&a"(result)
+        : "D"(fn), "S"(&marker), [a] "r"(&a), [b] "r"(&b), [top] "r"(&top), [second] "r"(&second), [in] "r"(in.data()),
+          [out] "r"(out.data())
+        : MATE_XMM_CLOBBERS, "memory", "cc");
+    EXPECT_EQ(result, &marker);
+    EXPECT_EQ(top, b);
+    EXPECT_EQ(second, a);
+    EXPECT_EQ(std::memcmp(out[3].data(), in[0].data(), 16), 0);
+  }
+}
+
+// An MMX register in use (the x87 stack's top at 0, every register tagged full): the same.
+TEST(ColdCall, KeepsMmxRegisters) {
+  for (auto fn : {&clobber_sse, &clobber_avx}) {
+    if (fn == &clobber_avx && !has_avx()) continue;
+    const std::uint64_t in = 0x0123456789abcdefULL;
+    std::uint64_t out = 0;
+    int marker = 8;
+    void* result = nullptr;
+    asm volatile("movq (%[in]), %%mm2\n\t" MATE_CALL_TRAMPOLINE "movq %%mm2, (%[out])\n\t emms\n\t"
+                 : "=&a"(result)
+                 : "D"(fn), "S"(&marker), [in] "r"(&in), [out] "r"(&out)
+                 : MATE_XMM_CLOBBERS, "memory", "cc");
+    EXPECT_EQ(result, &marker);
+    EXPECT_EQ(out, in);
+  }
+}
+
+}  // namespace
+#endif
