@@ -1,6 +1,7 @@
 // UTC timestamps in ISO 8601; see include/mate/core/utc_time.hpp for the contract.
 #include "mate/core/utc_time.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -12,13 +13,12 @@ timespec now() {
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return ts;
 }
-std::string utc_iso8601_micros_slow(const timespec& when) {
+std::size_t write_slow(const timespec& when, char* out) noexcept {
   std::tm t{};
   gmtime_r(&when.tv_sec, &t);
-  char buf[64];
-  const int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", t.tm_year + 1900, t.tm_mon + 1,
-                              t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, when.tv_nsec / 1000);
-  return std::string(buf, static_cast<std::size_t>(n));
+  const int n = std::snprintf(out, kUtcMicrosMax, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", t.tm_year + 1900,
+                              t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, when.tv_nsec / 1000);
+  return n < 0 ? 0 : std::min(static_cast<std::size_t>(n), kUtcMicrosMax - 1);
 }
 }  // namespace
 
@@ -34,7 +34,7 @@ std::string utc_now_iso8601() { return utc_iso8601(std::time(nullptr)); }
 
 // Log records ask many times a second: the date and time to the second are formatted once per
 // second per thread, the microseconds written by hand.
-std::string utc_iso8601_micros(const timespec& when) {
+std::size_t write_utc_iso8601_micros(const timespec& when, char* out) noexcept {
   thread_local std::time_t cached_second = -1;
   thread_local char cached[20];  // "YYYY-MM-DDTHH:MM:SS"
   if (when.tv_sec != cached_second) {
@@ -43,17 +43,21 @@ std::string utc_iso8601_micros(const timespec& when) {
     char buf[64];
     const int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", t.tm_year + 1900, t.tm_mon + 1,
                                 t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec);
-    if (n != 19) return utc_iso8601_micros_slow(when);  // a year past 9999 or before 0
+    if (n != 19) return write_slow(when, out);  // a year past 9999 or before 0
     std::memcpy(cached, buf, 19);
     cached_second = when.tv_sec;
   }
-  char out[27];
   std::memcpy(out, cached, 19);
   out[19] = '.';
   long micros = when.tv_nsec / 1000;
   for (int i = 25; i >= 20; --i, micros /= 10) out[i] = static_cast<char>('0' + micros % 10);
   out[26] = 'Z';
-  return std::string(out, sizeof out);
+  return 27;
+}
+
+std::string utc_iso8601_micros(const timespec& when) {
+  char out[kUtcMicrosMax];
+  return std::string(out, write_utc_iso8601_micros(when, out));
 }
 
 std::string utc_now_iso8601_micros() { return utc_iso8601_micros(now()); }

@@ -20,7 +20,7 @@ struct CallState {
   const char* name;
   std::optional<PythonOrigin> python;
   std::uint64_t seq;
-  Settings settings;
+  std::shared_ptr<const Settings> settings;  // the snapshot the call started with
   std::chrono::steady_clock::time_point start;
   int uncaught;
   std::function<void(ArgList&)> outputs;
@@ -77,8 +77,13 @@ std::string demangle(const std::type_info& type) {
   return out;
 }
 
-void write(const CallState& s, const std::string& record) {
-  if (s.settings.sink) s.settings.sink->write(record);
+// Renders one record into a buffer on the stack (no allocation for most records) and hands it
+// to the sink in one write.
+void write_record(const CallState& s, Event event, const std::vector<Arg>& args, const CallOutcome* outcome) {
+  if (!s.settings->sink) return;
+  Buffer out;
+  render(s.settings->format, header_for(s), event, s.settings->level, args, outcome, out);
+  s.settings->sink->write(std::string_view(out.data(), out.size()));
 }
 
 // Marks in `kinds` the device kinds whose memory describing `args` would read (stats, dumps).
@@ -101,7 +106,7 @@ void device_kinds(const std::vector<Arg>& args, bool (&kinds)[device::kKindCount
 class CaptureScope {
  public:
   CaptureScope(const CallState& s, const std::vector<Arg>& args) {
-    if (s.settings.level < 5) return;
+    if (s.settings->level < 5) return;
     bool kinds[device::kKindCount] = {};
     device_kinds(args, kinds);
     for (std::size_t i = 0; i < device::kKindCount; ++i) {
@@ -131,19 +136,24 @@ class CaptureScope {
 }  // namespace
 
 CallState* prepare_call(const char* name, Collector collect, void* context) {
-  Settings settings = current_settings();  // also latches g_level on the first call
-  if (settings.level <= 0) return nullptr;
+  std::shared_ptr<const Settings> settings = current_settings();  // also latches g_level on the first call
+  if (settings->level <= 0) return nullptr;
   auto* s = new CallState{name, std::nullopt, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings),
                           {}, std::uncaught_exceptions(), {}, {}, {}, {}, nullptr, false};
   try {
     // Copied now (ApiCall's values live only as long as its constructor); written by start_call,
     // so that ApiCall::stream() can still name the call's stream.
-    if (s->settings.level >= 3) collect(context, s->inputs);
+    if (s->settings->level >= 3) collect(context, s->inputs);
   } catch (...) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.
   }
+  // Below level 3 the line is all there is: written now (ApiCall takes no further step before
+  // the end; no stream or inputs to wait for).
+  if (s->settings->level < 3) start_call(s);
   return s;
 }
+
+int call_level(const CallState* state) noexcept { return state->settings->level; }
 
 CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python, void* stream) {
   CallState* s = prepare_call(name, collect, context);
@@ -159,22 +169,22 @@ void set_stream(CallState* state, void* stream) { state->stream = stream; }
 void start_call(CallState* s) {
   if (s->started) return;
   s->started = true;
-  const CallInfo info{s->name, s->seq, s->settings.level, s->python ? &*s->python : nullptr, s->stream};
+  const CallInfo info{s->name, s->seq, s->settings->level, s->python ? &*s->python : nullptr, s->stream};
   try {
-    if (s->settings.level < 3) {
-      write(*s, render(s->settings.format, header_for(*s), Event::Call, s->settings.level, {}, nullptr));
+    if (s->settings->level < 3) {
+      write_record(*s, Event::Call, s->inputs.args(), nullptr);
     } else {
       CaptureScope capture(*s, s->inputs.args());
       // Written (one write(2), no buffering) before the body runs: a crash keeps the inputs.
-      write(*s, render(s->settings.format, header_for(*s), Event::Inputs, s->settings.level, s->inputs.args(), nullptr));
-      for (CallHook* hook : s->settings.hooks) hook->before(info, s->inputs.args());
+      write_record(*s, Event::Inputs, s->inputs.args(), nullptr);
+      for (CallHook* hook : s->settings->hooks) hook->before(info, s->inputs.args());
       note_device_ranges(s->name, s->seq, s->inputs.args());
     }
   } catch (...) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.
   }
   push_in_flight(s->name, s->seq);
-  s->start = std::chrono::steady_clock::now();
+  if (s->settings->level >= 3) s->start = std::chrono::steady_clock::now();  // the outputs record's wall time
 }
 
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect) {
@@ -200,13 +210,13 @@ void record_exception_named(CallState* state, std::string type, std::string mess
 
 void end_call(CallState* s) noexcept {
   if (!s->started) start_call(s);  // a call object never run: its inputs still come first
-  auto elapsed = std::chrono::steady_clock::now() - s->start;
   pop_in_flight();
-  s->outcome.elapsed_us = std::chrono::duration<double, std::micro>(elapsed).count();
-  if (std::uncaught_exceptions() > s->uncaught) s->outcome.threw = true;  // scope form
-  if (s->settings.level >= 3) {
+  if (s->settings->level >= 3) {
+    s->outcome.elapsed_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s->start).count();
+    if (std::uncaught_exceptions() > s->uncaught) s->outcome.threw = true;  // scope form
     try {
-      const CallInfo info{s->name, s->seq, s->settings.level, s->python ? &*s->python : nullptr, s->stream};
+      const CallInfo info{s->name, s->seq, s->settings->level, s->python ? &*s->python : nullptr, s->stream};
       ArgList outputs;
       if (!s->outcome.threw) {
         if (s->outputs) s->outputs(outputs);
@@ -214,8 +224,8 @@ void end_call(CallState* s) noexcept {
       }
       CaptureScope capture(*s, outputs.args());
       Event event = s->outcome.threw ? Event::Exception : Event::Outputs;
-      write(*s, render(s->settings.format, header_for(*s), event, s->settings.level, outputs.args(), &s->outcome));
-      for (CallHook* hook : s->settings.hooks) hook->after(info, outputs.args(), s->outcome);
+      write_record(*s, event, outputs.args(), &s->outcome);
+      for (CallHook* hook : s->settings->hooks) hook->after(info, outputs.args(), s->outcome);
     } catch (...) {
     }
   }

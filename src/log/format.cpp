@@ -21,6 +21,10 @@ using nlohmann::ordered_json;
 
 std::string timestamp(const timespec& t) { return core::utc_iso8601_micros(t); }
 
+std::string_view timestamp(const timespec& t, char (&buf)[core::kUtcMicrosMax]) {
+  return {buf, core::write_utc_iso8601_micros(t, buf)};
+}
+
 const char* event_name(Event e) {
   switch (e) {
     case Event::Call: return "call";
@@ -35,9 +39,8 @@ const char* event_name(Event e) {
 //
 // Rendering is most of a call's cost after the write(2) itself, so a record is built with
 // fmt::format_to and compiled format strings (no temporary strings per field, no format parsing
-// at run time) in a buffer with room for most records inline, then copied once into the string
-// the sink writes.
-using Buffer = fmt::memory_buffer;
+// at run time) in the caller's buffer, with room for most records inline, which the sink writes
+// as it is.
 using Out = std::back_insert_iterator<Buffer>;
 
 void put(Buffer& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
@@ -165,12 +168,12 @@ void text_arg(Buffer& out, const Arg& a, std::string_view indent, int level) {
   }
 }
 
-std::string text_record(const Header& h, Event event, int level, const std::vector<Arg>& args,
-                        const CallOutcome* outcome) {
-  Buffer out;
-  fmt::format_to(Out(out), FMT_COMPILE("[{} pid {} tid {} #{}] {}"), timestamp(h.time), h.pid, h.tid, h.seq, h.name);
+void text_record(const Header& h, Event event, int level, const std::vector<Arg>& args, const CallOutcome* outcome,
+                 Buffer& out) {
+  char ts[core::kUtcMicrosMax];
+  fmt::format_to(Out(out), FMT_COMPILE("[{} pid {} tid {} #{}] {}"), timestamp(h.time, ts), h.pid, h.tid, h.seq, h.name);
   switch (event) {
-    case Event::Call: put(out, '\n'); return fmt::to_string(out);
+    case Event::Call: put(out, '\n'); return;
     case Event::Inputs: put(out, " inputs\n"); break;
     case Event::Outputs: fmt::format_to(Out(out), FMT_COMPILE(" outputs ({:.1f} us)\n"), outcome->elapsed_us); break;
     case Event::Exception:
@@ -188,7 +191,6 @@ std::string text_record(const Header& h, Event event, int level, const std::vect
       break;
   }
   for (const Arg& a : args) text_arg(out, a, "  ", level);
-  return fmt::to_string(out);
 }
 
 // ---- JSON ----
@@ -244,10 +246,14 @@ std::string json_record(const Header& h, Event event, int level, const std::vect
 
 }  // namespace
 
-std::string render(Format format, const Header& header, Event event, int level,
-                   const std::vector<Arg>& args, const CallOutcome* outcome) {
-  return format == Format::Json ? json_record(header, event, level, args, outcome)
-                                : text_record(header, event, level, args, outcome);
+void render(Format format, const Header& header, Event event, int level, const std::vector<Arg>& args,
+            const CallOutcome* outcome, Buffer& out) {
+  if (format == Format::Json) {
+    const std::string record = json_record(header, event, level, args, outcome);
+    out.append(record.data(), record.data() + record.size());
+  } else {
+    text_record(header, event, level, args, outcome, out);
+  }
 }
 
 }  // namespace mate::log::detail

@@ -1,6 +1,8 @@
 // Private interface of the log component: settings, record rendering, in-flight calls.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <ctime>
 #include <memory>
 #include <string>
@@ -20,8 +22,10 @@ struct Settings {
   std::shared_ptr<core::LogSink> sink;
   std::vector<CallHook*> hooks;
 };
-// Reads the registry on first use (g_level becomes >= 0).
-Settings current_settings();
+// The settings calls see now (a snapshot, never changed once published: a call keeps the one
+// it started with). Reads the registry on first use (g_level becomes >= 0). No lock per call:
+// each thread keeps the snapshot until the next change.
+std::shared_ptr<const Settings> current_settings();
 
 enum class Event { Call, Inputs, Outputs, Exception };
 
@@ -33,9 +37,11 @@ struct Header {
   timespec time;
 };
 
-// One record, newline-terminated (one line per record in JSON, several in text).
-std::string render(Format format, const Header& header, Event event, int level,
-                   const std::vector<Arg>& args, const CallOutcome* outcome);
+// One record, newline-terminated (one line per record in JSON, several in text), appended to
+// `out` (a buffer with room for most records inline: no allocation for them).
+using Buffer = fmt::memory_buffer;
+void render(Format format, const Header& header, Event event, int level, const std::vector<Arg>& args,
+            const CallOutcome* outcome, Buffer& out);
 
 // Records the device ranges of `inputs`' tensors in core, for device-fault reports.
 void note_device_ranges(const char* call, std::uint64_t seq, const std::vector<Arg>& inputs) noexcept;

@@ -1,6 +1,9 @@
 // The level, destination, format and hooks, read from the registry once (or on reconfigure()).
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 
 #include "log_internal.hpp"
@@ -20,11 +23,21 @@ struct Shared {
   Settings settings;
   std::string destination = "stdout";  // opened when the level is above 0
   bool loaded = false;
+  // What calls read: a copy of `settings`, replaced (never changed) at each change, and its
+  // generation, which each thread compares with the snapshot it keeps (no lock per call).
+  std::shared_ptr<const Settings> snapshot;
+  std::atomic<std::uint64_t> generation{0};
 };
 
 Shared& shared() {
   static Shared* s = new Shared();  // never destroyed: calls may run during static destruction
   return *s;
+}
+
+// Makes the settings as they now are the ones calls see. Under the lock.
+void publish_locked(Shared& s) {
+  s.snapshot = std::make_shared<const Settings>(s.settings);
+  s.generation.fetch_add(1, std::memory_order_release);
 }
 
 // Reads the three variables. An invalid value disables logging with one message: the host
@@ -44,20 +57,38 @@ void load_locked(Shared& s) {
   }
   s.settings = std::move(next);
   s.loaded = true;
+  publish_locked(s);
   g_level.store(s.settings.level, std::memory_order_relaxed);
 }
 
+// Each thread's copy of the snapshot. `dead` (trivially destructible, so still readable) says
+// the copy is gone: a call logged from another thread_local's destructor takes the lock.
+struct ThreadSnapshot {
+  std::uint64_t generation = 0;
+  std::shared_ptr<const Settings> snapshot;
+  ~ThreadSnapshot();
+};
+thread_local bool t_snapshot_dead = false;
+ThreadSnapshot::~ThreadSnapshot() { t_snapshot_dead = true; }
+thread_local ThreadSnapshot t_snapshot;
+
 }  // namespace
 
-Settings current_settings() {
+std::shared_ptr<const Settings> current_settings() {
   Shared& s = shared();
-  Settings settings;
+  const std::uint64_t generation = s.generation.load(std::memory_order_acquire);
+  if (!t_snapshot_dead && generation != 0 && t_snapshot.generation == generation) return t_snapshot.snapshot;
+  std::shared_ptr<const Settings> settings;
   {
     std::lock_guard lock(s.mutex);
     if (!s.loaded) load_locked(s);
-    settings = s.settings;
+    settings = s.snapshot;
+    if (!t_snapshot_dead) {
+      t_snapshot.generation = s.generation.load(std::memory_order_relaxed);
+      t_snapshot.snapshot = settings;
+    }
   }
-  if (settings.level > 0) register_crash_context_provider();  // outside the lock: see there
+  if (settings->level > 0) register_crash_context_provider();  // outside the lock: see there
   return settings;
 }
 
@@ -65,7 +96,7 @@ Settings current_settings() {
 
 int level() {
   int l = detail::g_level.load(std::memory_order_relaxed);
-  return l >= 0 ? l : detail::current_settings().level;
+  return l >= 0 ? l : detail::current_settings()->level;
 }
 
 void reconfigure() {
@@ -86,6 +117,7 @@ void set_level_for_testing(int level) {
     if (!s.loaded) detail::load_locked(s);
     s.settings.level = level;
     if (level > 0 && !s.settings.sink) s.settings.sink = core::LogSink::open(s.destination);
+    detail::publish_locked(s);
     detail::g_level.store(level, std::memory_order_relaxed);
   }
   if (level > 0) detail::register_crash_context_provider();
@@ -96,14 +128,17 @@ void add_call_hook(CallHook* hook) {
   // before the registry may be usable. Loading keeps the hooks.
   detail::Shared& s = detail::shared();
   std::lock_guard lock(s.mutex);
-  if (std::find(s.settings.hooks.begin(), s.settings.hooks.end(), hook) == s.settings.hooks.end())
+  if (std::find(s.settings.hooks.begin(), s.settings.hooks.end(), hook) == s.settings.hooks.end()) {
     s.settings.hooks.push_back(hook);
+    if (s.loaded) detail::publish_locked(s);  // else the first load publishes
+  }
 }
 
 void remove_call_hook(CallHook* hook) {
   detail::Shared& s = detail::shared();
   std::lock_guard lock(s.mutex);
   std::erase(s.settings.hooks, hook);
+  if (s.loaded) detail::publish_locked(s);
 }
 
 }  // namespace mate::log

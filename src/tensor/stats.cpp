@@ -123,6 +123,7 @@ struct Walk {
 Walk normalize(const TensorView& t) {
   Walk w;
   std::vector<Dim> dims;
+  dims.reserve(static_cast<std::size_t>(t.ndim()));
   for (int i = 0; i < t.ndim(); ++i) {
     std::int64_t size = t.shape(i), stride = t.stride(i);
     if (size == 1) continue;
@@ -136,9 +137,12 @@ Walk normalize(const TensorView& t) {
     }
     dims.push_back({size, stride});
   }
-  std::stable_sort(dims.begin(), dims.end(),
-                   [](const Dim& a, const Dim& b) { return a.stride > b.stride; });
+  // Largest stride first, ties in dimension order: an insertion sort (a tensor has a handful of
+  // dimensions, and std::stable_sort allocates a buffer; statistics run on every logged tensor).
+  for (std::size_t i = 1; i < dims.size(); ++i)
+    for (std::size_t j = i; j > 0 && dims[j - 1].stride < dims[j].stride; --j) std::swap(dims[j - 1], dims[j]);
   std::vector<Dim> merged;
+  merged.reserve(dims.size());
   for (const Dim& d : dims) {
     if (!merged.empty() && merged.back().stride == d.stride * d.size) {
       merged.back() = {merged.back().size * d.size, d.stride};

@@ -1,6 +1,10 @@
 // Layout arithmetic of a DLTensor: strides, contiguity, extent, VA range.
 #include "mate/tensor/tensor_view.hpp"
 
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
 namespace mate::tensor {
 
 std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape) {
@@ -64,24 +68,32 @@ VaRange TensorView::va_range() const noexcept {
 }
 
 TensorMeta::TensorMeta(const DLTensor& t) : t_(t) {
-  TensorView v(t);
-  shape_ = v.shape();
-  strides_ = v.strides();
+  if (t.ndim < 0) throw std::invalid_argument("DLTensor ndim is " + std::to_string(t.ndim) + " (accepted: 0 or more)");
+  const auto n = static_cast<std::size_t>(t.ndim);
+  if (t.ndim > kInlineDims) heap_.resize(2 * n);
+  std::int64_t* dims = t.ndim > kInlineDims ? heap_.data() : inline_;
+  const TensorView v(t);
+  for (int i = 0; i < t.ndim; ++i) {
+    dims[i] = v.shape(i);
+    dims[n + static_cast<std::size_t>(i)] = v.stride(i);  // compact ones when DLPack's are NULL
+  }
   repoint();
 }
 
 TensorMeta& TensorMeta::operator=(const TensorMeta& other) {
   if (this == &other) return *this;
   t_ = other.t_;
-  shape_ = other.shape_;
-  strides_ = other.strides_;
+  std::memcpy(inline_, other.inline_, sizeof inline_);
+  heap_ = other.heap_;
   repoint();
   return *this;
 }
 
 void TensorMeta::repoint() noexcept {
-  t_.shape = shape_.empty() ? nullptr : shape_.data();
-  t_.strides = strides_.empty() ? nullptr : strides_.data();
+  const auto n = static_cast<std::size_t>(t_.ndim);
+  std::int64_t* dims = t_.ndim > kInlineDims ? heap_.data() : inline_;
+  t_.shape = n == 0 ? nullptr : dims;
+  t_.strides = n == 0 ? nullptr : dims + n;
 }
 
 }  // namespace mate::tensor

@@ -1,24 +1,24 @@
 // A program that allocates device memory through the plain runtime and driver entry points, as
 // a framework without a pluggable hook does. It resolves them at run time (no toolkit needed):
 // under `mate guard-run` they are the preload library's.
-//   device_alloc_child <ok|overflow|init-first>
-// init-first: calls the driver's cuInit itself before allocating (as libcudart does in its
-// first call), loading the driver from MATE_FAKE_DRIVER_PATH; then as ok.
+//   device_alloc_child <ok|overflow>
+//   device_alloc_child init-first DRIVER
+// init-first: calls cuInit of the driver library DRIVER itself before allocating (as libcudart
+// does in its first call); then as ok.
 #include <dlfcn.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 int main(int argc, char** argv) {
-  if (argc != 2) return 2;
-  if (std::strcmp(argv[1], "init-first") == 0) {
-    const char* path = std::getenv("MATE_FAKE_DRIVER_PATH");
-    void* driver = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+  const bool init_first = argc == 3 && std::strcmp(argv[1], "init-first") == 0;
+  if (argc != 2 && !init_first) return 2;
+  if (init_first) {
+    void* driver = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
     using Init = int (*)(unsigned);
     auto cu_init = driver != nullptr ? reinterpret_cast<Init>(dlsym(driver, "cuInit")) : nullptr;
     if (cu_init == nullptr || cu_init(0) != 0) {
-      std::fprintf(stderr, "cuInit failed (driver %s)\n", path != nullptr ? path : "unset");
+      std::fprintf(stderr, "cuInit of %s failed\n", argv[2]);
       return 6;
     }
   }

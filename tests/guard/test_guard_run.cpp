@@ -226,7 +226,9 @@ TEST_F(GuardRun, TheDriverReallocatesItsOwnGuardedBlockDuringTheGuardsDeviceSetU
   mate::testing::RunOptions options;
   options.env["MATE_FAKE_DRIVER_PATH"] = MATE_FAKE_DRIVER_LIBRARY;
   for (const char* mode : {"tail", "head"}) {
-    auto r = run({MATE_BINARY, "guard-run", "--mode", mode, "--log-allocations", "--", MATE_DEVICE_ALLOC_CHILD, "init-first"}, options);
+    auto r = run({MATE_BINARY, "guard-run", "--mode", mode, "--log-allocations", "--", MATE_DEVICE_ALLOC_CHILD, "init-first",
+                  MATE_FAKE_DRIVER_LIBRARY},
+                 options);
     EXPECT_EQ(r.exit_code, 0) << mode << ": " << r.err;
     EXPECT_THAT(r.out, HasSubstr("done"));
     // The driver's block was guarded (the case under test), then freed by the guard when moved.

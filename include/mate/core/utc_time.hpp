@@ -7,6 +7,7 @@
 // (milliseconds) sorts the same way.
 #pragma once
 
+#include <cstddef>
 #include <ctime>
 #include <string>
 
@@ -20,6 +21,10 @@ std::string utc_now_iso8601();
 
 // `when` as "YYYY-MM-DDTHH:MM:SS.uuuuuuZ" in UTC (log records, dump metadata).
 std::string utc_iso8601_micros(const timespec& when);
+// The same text written to `out` (room for kUtcMicrosMax characters; 27 for years 0 to 9999),
+// without allocating: log records ask for it on every call. Returns the length.
+inline constexpr std::size_t kUtcMicrosMax = 64;
+std::size_t write_utc_iso8601_micros(const timespec& when, char* out) noexcept;
 std::string utc_now_iso8601_micros();
 
 // The current time as "YYYYmmdd_HHMMSS_mmm" in UTC (dump directory names).

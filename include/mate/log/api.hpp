@@ -132,7 +132,10 @@ CallState* begin_call(const char* name, Collector collect, void* context, const 
                       void* stream = nullptr);
 // The same in two steps, for ApiCall: prepare_call collects the inputs (the values live only as
 // long as ApiCall::open), set_stream may name the stream, start_call writes them, once.
+// At levels 1 and 2 prepare_call also writes the call's line (nothing else is recorded there).
 CallState* prepare_call(const char* name, Collector collect, void* context);
+// The level the call is logged at (its settings were copied when it was prepared).
+int call_level(const CallState* state) noexcept;
 void set_stream(CallState* state, void* stream);
 void start_call(CallState* state);
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect);
@@ -193,6 +196,13 @@ struct OpenRequest {
   const char* name;
   const std::initializer_list<const char*>* names;
   std::tuple<Ts...> values;
+  int level = 0;  // out: the call's level (0: not logged)
+};
+// A call that open() started: the state, and its level, which decides inline which steps of
+// the logging path there are (levels 1 and 2 have none between the line and the end).
+struct Opened {
+  CallState* state;
+  int level;
 };
 template <class... Ts>
 void* open_call(void* r) noexcept {
@@ -200,10 +210,13 @@ void* open_call(void* r) noexcept {
   try {
     auto collect = [&](ArgList& args) {
       const char* const* n = req.names->begin();
+      args.reserve(sizeof...(Ts));
       std::apply([&](const Ts&... v) { (args.add(*n++, v), ...); }, req.values);
     };
-    return prepare_call(
+    CallState* state = prepare_call(
         req.name, [](void* c, ArgList& args) { (*static_cast<decltype(collect)*>(c))(args); }, &collect);
+    req.level = state != nullptr ? call_level(state) : 0;
+    return state;
   } catch (...) {
     return nullptr;  // logging never breaks the call: this one goes unlogged
   }
@@ -257,17 +270,18 @@ class [[nodiscard]] ApiCall {
   // Not logging.
   ApiCall() noexcept = default;
   // Logging: the call that open() started.
-  explicit ApiCall(detail::CallState* state) noexcept : state_(state) {}
+  explicit ApiCall(detail::Opened opened) noexcept : state_(opened.state), level_(opened.level) {}
 
   // Starts logging a call (at level 1 and above, i.e. after MATE_API's level test): reads the
   // configuration on the first call, collects the inputs (written by start() or run()); nullptr
   // when the level turns out to be 0. The values arrive as copies (cheap: tensors are pointers
   // or views), so the caller's variables never have their address taken.
   template <class... Ts>
-  [[gnu::always_inline]] static detail::CallState* open(const char* name, std::initializer_list<const char*> names,
-                                                        Ts... values) {
+  [[gnu::always_inline]] static detail::Opened open(const char* name, std::initializer_list<const char*> names,
+                                                    Ts... values) {
     detail::OpenRequest<Ts...> req{name, &names, {std::move(values)...}};
-    return static_cast<detail::CallState*>(detail::cold_call(&detail::open_call<Ts...>, &req));
+    auto* state = static_cast<detail::CallState*>(detail::cold_call(&detail::open_call<Ts...>, &req));
+    return {state, req.level};
   }
   ~ApiCall() {
     if (state_ != nullptr) [[unlikely]] detail::cold_call(&detail::end_call_cold, state_);
@@ -281,7 +295,7 @@ class [[nodiscard]] ApiCall {
   // captured into a CUDA/MUSA graph, device tensors are logged and dumped as metadata only (a
   // synchronous read would break the capture). Name it before run().
   ApiCall& stream(void* s) noexcept {
-    if (state_ != nullptr) [[unlikely]] {
+    if (described()) [[unlikely]] {
       detail::StreamRequest req{state_, s};
       detail::cold_call(&detail::stream_call, &req);
     }
@@ -291,13 +305,13 @@ class [[nodiscard]] ApiCall {
   // Writes the inputs record now, once. run() does it right before the body; the scope form
   // (MATE_API_SCOPE) right away.
   void start() noexcept {
-    if (state_ != nullptr) [[unlikely]] detail::cold_call(&detail::start_call_cold, state_);
+    if (described()) [[unlikely]] detail::cold_call(&detail::start_call_cold, state_);
   }
 
   // Arguments to log as outputs once the body has returned (not when it throws).
   template <class Collect>
   ApiCall& outputs(Collect&& collect) {
-    if (state_ != nullptr) [[unlikely]] {
+    if (described()) [[unlikely]] {
       detail::OutputsRequest<Collect> req{state_, &collect};
       detail::cold_call(&detail::outputs_call<Collect>, &req);
     }
@@ -315,6 +329,10 @@ class [[nodiscard]] ApiCall {
   bool active() const noexcept { return state_ != nullptr; }
 
  private:
+  // Logged at level 3 or above: inputs, stream, outputs and the return value are recorded. At
+  // levels 1 and 2 the call's line was written by open(), and only the end remains.
+  bool described() const noexcept { return state_ != nullptr && level_ >= 3; }
+
   // Inlined so the body's closure never escapes (the caller's variables stay in registers); the
   // calls it makes are cold_call()s, which keep them there.
   template <class Body>
@@ -329,9 +347,11 @@ class [[nodiscard]] ApiCall {
       } else {
         R result = std::forward<Body>(body)();
         if constexpr (detail::Loggable<std::remove_cvref_t<R>>) {
-          using Value = std::remove_reference_t<R>;
-          detail::ReturnRequest<Value> req{state_, &result};
-          detail::cold_call(&detail::return_call<Value>, &req);
+          if (described()) {
+            using Value = std::remove_reference_t<R>;
+            detail::ReturnRequest<Value> req{state_, &result};
+            detail::cold_call(&detail::return_call<Value>, &req);
+          }
         }
         return result;
       }
@@ -351,6 +371,7 @@ class [[nodiscard]] ApiCall {
   }
 
   detail::CallState* state_ = nullptr;
+  int level_ = 0;
 };
 
 }  // namespace mate::log

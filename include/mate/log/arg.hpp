@@ -157,11 +157,11 @@ class ArgList {
  public:
   template <class T>
   void add(std::string_view name, const T& value) {
-    Arg a = detail::to_arg(value);
-    a.name = std::string(name);
     if (args_.capacity() == 0) args_.reserve(8);  // one allocation for a call's usual arguments
-    args_.push_back(std::move(a));
+    args_.push_back(detail::to_arg(value));
+    args_.back().name = std::string(name);
   }
+  void reserve(std::size_t n) { args_.reserve(n); }
   template <class T>
   void add(std::string_view /*spelled*/, const Named<T>& named) {
     add(named.name, named.value);

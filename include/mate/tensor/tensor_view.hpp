@@ -78,11 +78,15 @@ class TensorMeta {
   TensorView view() const noexcept { return TensorView(t_); }
   const DLTensor& dl() const noexcept { return t_; }
 
+  // Shapes and strides of up to this many dimensions are kept inline: a logged call copies the
+  // metadata of each tensor argument, and two allocations per tensor were much of its cost.
+  static constexpr int kInlineDims = 8;
+
  private:
   void repoint() noexcept;
   DLTensor t_{};
-  std::vector<std::int64_t> shape_;
-  std::vector<std::int64_t> strides_;
+  std::int64_t inline_[2 * kInlineDims] = {};  // shape, then strides (ndim <= kInlineDims)
+  std::vector<std::int64_t> heap_;             // the same, for more dimensions
 };
 
 // Compact row-major strides for `shape`.
