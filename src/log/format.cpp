@@ -49,8 +49,17 @@ void put(Buffer& out, char c) { out.push_back(c); }
 // A string from the program as the text format shows it: control characters, backslashes and
 // (inside quotes) double quotes escaped as in JSON, so that no value can start a line that looks
 // like a record of its own. Other bytes, UTF-8 included, are kept.
+bool needs_escape(char c, bool quoted) {
+  return static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\' || (quoted && c == '"');
+}
+
 void append_escaped(Buffer& out, std::string_view s, bool quoted) {
   if (quoted) put(out, '"');
+  // Most names and values need no escape: the part before the first that does goes in at once.
+  std::size_t plain = 0;
+  while (plain < s.size() && !needs_escape(s[plain], quoted)) ++plain;
+  put(out, s.substr(0, plain));
+  s.remove_prefix(plain);
   for (char c : s) {
     switch (c) {
       case '"': put(out, quoted ? "\\\"" : "\""); break;
@@ -75,6 +84,21 @@ void append_dims(Buffer& out, int n, Dim dims) {
     if (i > 0) put(out, ", ");
     fmt::format_to(Out(out), FMT_COMPILE("{}"), dims(i));
   }
+}
+
+// An integer in decimal (fmt's fastest path, no format string).
+template <class Int>
+void append_int(Buffer& out, Int v) {
+  const fmt::format_int text(v);
+  out.append(text.data(), text.data() + text.size());
+}
+
+// `v` as printf's "%.1f" writes it (a call's wall time in microseconds), by std::to_chars.
+void append_fixed1(Buffer& out, double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 1);
+  if (r.ec == std::errc()) out.append(buf, r.ptr);
+  else fmt::format_to(Out(out), FMT_COMPILE("{:.1f}"), v);  // beyond 64 characters: ~1e62 us
 }
 
 // `v` as printf's "%.6g" writes it. std::to_chars (Ryu) is several times faster than fmt's
@@ -170,14 +194,30 @@ void text_arg(Buffer& out, const Arg& a, std::string_view indent, int level) {
 
 void text_record(const Header& h, Event event, int level, const std::vector<Arg>& args, const CallOutcome* outcome,
                  Buffer& out) {
+  // "[<timestamp> pid <pid> tid <tid> #<seq>] <name>", piece by piece (the header of every record).
   char ts[core::kUtcMicrosMax];
-  fmt::format_to(Out(out), FMT_COMPILE("[{} pid {} tid {} #{}] {}"), timestamp(h.time, ts), h.pid, h.tid, h.seq, h.name);
+  put(out, '[');
+  put(out, timestamp(h.time, ts));
+  put(out, " pid ");
+  append_int(out, h.pid);
+  put(out, " tid ");
+  append_int(out, h.tid);
+  put(out, " #");
+  append_int(out, h.seq);
+  put(out, "] ");
+  put(out, std::string_view(h.name));
   switch (event) {
     case Event::Call: put(out, '\n'); return;
     case Event::Inputs: put(out, " inputs\n"); break;
-    case Event::Outputs: fmt::format_to(Out(out), FMT_COMPILE(" outputs ({:.1f} us)\n"), outcome->elapsed_us); break;
+    case Event::Outputs:
+      put(out, " outputs (");
+      append_fixed1(out, outcome->elapsed_us);
+      put(out, " us)\n");
+      break;
     case Event::Exception:
-      fmt::format_to(Out(out), FMT_COMPILE(" exception ({:.1f} us): "), outcome->elapsed_us);
+      put(out, " exception (");
+      append_fixed1(out, outcome->elapsed_us);
+      put(out, " us): ");
       if (outcome->exception_type.empty() && outcome->exception_message.empty()) {
         put(out, "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n");
       } else {

@@ -73,10 +73,11 @@ struct is_optional<std::optional<T>> : std::true_type {};
 
 std::string int_type_name(bool is_signed, std::size_t bytes);
 
+// Describes `v` in `a`, a default-constructed Arg (its name aside): in place, since an Arg is
+// large to move and a logged call makes one per argument.
 template <class T>
-Arg to_arg(const T& v) {
+void fill_arg(Arg& a, const T& v) {
   using U = std::remove_cvref_t<T>;
-  Arg a;
   if constexpr (std::is_same_v<U, tensor::TensorView>) {
     a.kind = Arg::Kind::Tensor;
     a.type = "tensor";
@@ -122,7 +123,7 @@ Arg to_arg(const T& v) {
     if constexpr (std::is_pointer_v<std::decay_t<U>>) {
       if (v == nullptr) {
         a.type = "str";
-        return a;
+        return;
       }
     }
     a.kind = Arg::Kind::String;
@@ -131,16 +132,17 @@ Arg to_arg(const T& v) {
   } else if constexpr (std::is_same_v<U, std::nullopt_t> || std::is_same_v<U, std::nullptr_t>) {
     a.type = "optional";
   } else if constexpr (is_optional<U>::value) {
-    if (v.has_value()) return to_arg(*v);
+    if (v.has_value()) return fill_arg(a, *v);
     a.type = "optional";
   } else if constexpr (HasLogValue<U>) {
-    return to_arg(mate_log_value(v));
+    return fill_arg(a, mate_log_value(v));
   } else if constexpr (std::ranges::range<U>) {
     a.kind = Arg::Kind::List;
     a.type = "list";
     for (const auto& item : v) {
-      a.items.push_back(to_arg(item));
-      a.items.back().name = "[" + std::to_string(a.items.size() - 1) + "]";
+      Arg& it = a.items.emplace_back();
+      fill_arg(it, item);
+      it.name = "[" + std::to_string(a.items.size() - 1) + "]";
     }
   } else {
     static_assert(sizeof(U) == 0,
@@ -148,6 +150,12 @@ Arg to_arg(const T& v) {
                   "scalar, string, enum, optional or range of these, or define "
                   "mate_log_value(const T&) for it");
   }
+}
+
+template <class T>
+Arg to_arg(const T& v) {
+  Arg a;
+  fill_arg(a, v);
   return a;
 }
 
@@ -158,8 +166,14 @@ class ArgList {
   template <class T>
   void add(std::string_view name, const T& value) {
     if (args_.capacity() == 0) args_.reserve(8);  // one allocation for a call's usual arguments
-    args_.push_back(detail::to_arg(value));
-    args_.back().name = std::string(name);
+    Arg& a = args_.emplace_back();
+    try {
+      a.name = std::string(name);
+      detail::fill_arg(a, value);
+    } catch (...) {
+      args_.pop_back();  // never a half-described argument in the list
+      throw;
+    }
   }
   void reserve(std::size_t n) { args_.reserve(n); }
   template <class T>
