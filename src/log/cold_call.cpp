@@ -1,5 +1,7 @@
 // The out-of-line logging path's entry points (see "the logging path, out of line" in
 // mate/log/api.hpp), and on x86-64 the trampoline that calls them preserving every register.
+#include <cstdint>
+
 #include "log_internal.hpp"
 
 namespace mate::log::detail {
@@ -27,25 +29,44 @@ void* end_call_cold(void* state) noexcept {
 }  // namespace mate::log::detail
 
 #if defined(MATE_LOG_COLD_CALL_TRAMPOLINE)
+// How many times the trampoline saved the whole state (tests check which way it took).
+extern "C" __attribute__((visibility("hidden"))) std::uint64_t mate_log_cold_call_full_saves;
+std::uint64_t mate_log_cold_call_full_saves = 0;
+
+namespace mate::log::detail {
+std::uint64_t cold_call_full_saves_for_testing() noexcept {
+  return __atomic_load_n(&mate_log_cold_call_full_saves, __ATOMIC_RELAXED);
+}
+}  // namespace mate::log::detail
+
 // void* mate_log_cold_call(ColdFn fn /* rdi */, void* arg /* rsi */): returns fn(arg) in rax and
 // leaves every other register as it found it: the general-purpose ones an ordinary call may
 // change, and the vector, x87 and MXCSR state.
 //
-// Saving the whole vector state (XSAVE/XRSTOR, ~0.15 µs per call on the development VM, four or
-// five per logged call) is only needed when the caller holds values beyond xmm0-15. The CPU says
-// which state components are in use (XGETBV with ECX=1, XINUSE), so the common cases are cheap:
-//   * only SSE (the upper halves of the YMM registers in their initial state, as after the
-//     vzeroupper compilers put before calls) and no x87 register holding a value (the stack's
-//     top at 0 and its register empty, FXAM; MMX values fill it): xmm0-15 and
-//     MXCSR are saved with plain moves; after fn, vzeroupper (when the CPU has AVX) puts the
-//     upper halves back in their initial state, exactly as they were;
-//   * AVX upper halves in use: ymm0-15 and MXCSR with plain moves;
-//   * anything else (AVX-512 state, AMX, x87 registers holding values, or a CPU without XINUSE):
-//     the whole state, with XSAVEC where the CPU has it (compacted, initial components skipped),
-//     else XSAVE (x87, SSE, AVX and AVX-512 components), else FXSAVE (no XSAVE).
-// XRSTOR reads either XSAVE layout. What the CPU has is decided on the first call and kept in
-// `mode`: bits 0-1 the full save (1 FXSAVE, 2 XSAVE, 3 XSAVEC), bit 2 XINUSE readable
-// (CPUID.(0xD,1):EAX bit 2), bit 3 AVX state enabled (XCR0 bits 1 and 2).
+// Saving the whole vector state (XSAVE/XRSTOR, ~0.15 µs per call on the development VM, up to
+// five per logged call) is only needed when the caller may hold values beyond xmm0-15. The CPU
+// says which state components are in use (XGETBV with ECX=1: XCR0 & XINUSE), so the common
+// cases are cheap. When no AVX-512 component is in use (opmasks, upper halves of zmm0-15,
+// zmm16-31: bits 5-7), and the x87 registers hold no value (FNSTENV, which does not wait for
+// pending exceptions: every tag empty, no unmasked exception pending; MMX values are tagged):
+//   * AVX upper halves not in use (as after the vzeroupper compilers put before calls): xmm0-15
+//     are saved with moves, and after fn vzeroupper (where AVX is enabled) puts the upper halves
+//     back in their initial state, exactly as they were;
+//   * AVX upper halves in use: ymm0-15 with moves;
+//   * in both, MXCSR by STMXCSR/LDMXCSR and the x87 environment (control, status with its flags
+//     and condition codes, tags) by FNSTENV/FLDENV when x87 state is in use; AVX-512 components
+//     that fn left in use (glibc's EVEX string functions use ymm16-31 and opmasks) are put back
+//     in their initial state by an XRSTOR of just those components from an empty header.
+// Anything else (AVX-512 state or x87 values at entry, or a CPU without XINUSE): the whole
+// state, with XSAVEC where the CPU has it (compacted, initial components skipped), else XSAVE
+// (x87, SSE, AVX and AVX-512 components), else FXSAVE (no XSAVE). AMX tile state is neither
+// saved nor touched (nothing on the logging path uses AMX). XRSTOR reads either XSAVE layout.
+// What the CPU has is decided on the first call and kept in `mode`: bits 0-1 the full save
+// (1 FXSAVE, 2 XSAVE, 3 XSAVEC), bit 2 XINUSE readable (CPUID.(0xD,1):EAX bit 2), bit 3 AVX
+// state enabled (XCR0 bits 1 and 2), bit 4 AVX-512 state enabled (XCR0 bits 5-7).
+//
+// Fast-path frame (576 bytes, 64-byte aligned): [0, 512) the vector registers, 512 MXCSR,
+// 516 mode, 520 whether the x87 environment was saved, [528, 556) that environment.
 //
 // The caller entered with its stack pointer 128 bytes below its own (past its red zone, see
 // cold_call); the unwind information says so, so that debuggers and crash reports walk through
@@ -95,11 +116,18 @@ mate_log_cold_call:
   orl %eax, %r10d
   xorl %ecx, %ecx
   xgetbv
+  movl %eax, %r11d
   andl $6, %eax
   cmpl $6, %eax
+  jne 14f
+  orl $8, %r10d
+14:
+  andl $0xe0, %r11d
+  cmpl $0xe0, %r11d
+  jne 15f
+  orl $16, %r10d
+15:
   movl %r10d, %eax
-  jne 2f
-  orl $8, %eax
 2:
   movl %eax, .Lmate_log_cold_call_mode(%rip)
 1:
@@ -108,23 +136,28 @@ mate_log_cold_call:
   jz 3f
   movl $1, %ecx
   xgetbv
-  testl $0x600e0, %eax
+  testl $0xe0, %eax
   jnz 3f
   movl %eax, %r10d
+  subq $576, %rsp
+  movl %r11d, 516(%rsp)
+  movl $0, 520(%rsp)
   testl $1, %r10d
   jz 7f
-  fnstsw %ax
-  testw $0x3800, %ax
-  jnz 3f
-  fxam
-  fnstsw %ax
-  andw $0x4500, %ax
-  cmpw $0x4100, %ax
-  jne 3f
+  fnstenv 528(%rsp)
+  cmpw $0xffff, 536(%rsp)
+  jne 11f
+  testw $0x80, 532(%rsp)
+  jnz 11f
+  movl $1, 520(%rsp)
+  jmp 7f
+11:
+  fldenv 528(%rsp)
+  addq $576, %rsp
+  jmp 3f
 7:
   testl $4, %r10d
   jnz 8f
-  subq $320, %rsp
   movdqa %xmm0, 0(%rsp)
   movdqa %xmm1, 16(%rsp)
   movdqa %xmm2, 32(%rsp)
@@ -141,12 +174,13 @@ mate_log_cold_call:
   movdqa %xmm13, 208(%rsp)
   movdqa %xmm14, 224(%rsp)
   movdqa %xmm15, 240(%rsp)
-  stmxcsr 256(%rsp)
-  movl %r11d, 260(%rsp)
+  stmxcsr 512(%rsp)
   movq %rdi, %rax
   movq %rsi, %rdi
   call *%rax
-  testl $8, 260(%rsp)
+  movq %rax, %rbx
+  call .Lmate_log_cold_call_after
+  testl $8, 516(%rsp)
   jz 9f
   vzeroupper
 9:
@@ -166,10 +200,9 @@ mate_log_cold_call:
   movdqa 208(%rsp), %xmm13
   movdqa 224(%rsp), %xmm14
   movdqa 240(%rsp), %xmm15
-  ldmxcsr 256(%rsp)
+  movq %rbx, %rax
   jmp 4f
 8:
-  subq $576, %rsp
   vmovdqa %ymm0, 0(%rsp)
   vmovdqa %ymm1, 32(%rsp)
   vmovdqa %ymm2, 64(%rsp)
@@ -190,6 +223,8 @@ mate_log_cold_call:
   movq %rdi, %rax
   movq %rsi, %rdi
   call *%rax
+  movq %rax, %rbx
+  call .Lmate_log_cold_call_after
   vmovdqa 0(%rsp), %ymm0
   vmovdqa 32(%rsp), %ymm1
   vmovdqa 64(%rsp), %ymm2
@@ -206,9 +241,10 @@ mate_log_cold_call:
   vmovdqa 416(%rsp), %ymm13
   vmovdqa 448(%rsp), %ymm14
   vmovdqa 480(%rsp), %ymm15
-  ldmxcsr 512(%rsp)
+  movq %rbx, %rax
   jmp 4f
 3:
+  addq $1, mate_log_cold_call_full_saves(%rip)
   andl $3, %r11d
   cmpl $2, %r11d
   jb 5f
@@ -248,6 +284,7 @@ mate_log_cold_call:
   call *%rax
   fxrstor64 (%rsp)
 4:
+  .cfi_remember_state
   leaq -72(%rbp), %rsp
   popq %r11
   popq %r10
@@ -263,6 +300,27 @@ mate_log_cold_call:
   .cfi_restore %rbp
   .cfi_def_cfa %rsp, 136
   ret
+  .cfi_restore_state
+
+  # After fn on a fast path (the frame is 8 bytes up, past this call's return address): the
+  # AVX-512 components fn left in use back to their initial state; MXCSR and, when saved, the
+  # x87 environment back as they were. Uses eax, ecx, edx only.
+.Lmate_log_cold_call_after:
+  testl $16, 524(%rsp)
+  jz 12f
+  movl $1, %ecx
+  xgetbv
+  andl $0xe0, %eax
+  jz 12f
+  xorl %edx, %edx
+  xrstor64 .Lmate_log_cold_call_empty(%rip)
+12:
+  ldmxcsr 520(%rsp)
+  cmpl $0, 528(%rsp)
+  je 13f
+  fldenv 536(%rsp)
+13:
+  ret
   .cfi_endproc
   .size mate_log_cold_call, .-mate_log_cold_call
 
@@ -270,6 +328,12 @@ mate_log_cold_call:
   .p2align 2
 .Lmate_log_cold_call_mode:
   .long 0
+  .bss
+  .p2align 6
+  # An XSAVE area whose header says no component is present: XRSTOR from it initializes the
+  # components it is asked for.
+.Lmate_log_cold_call_empty:
+  .zero 576
   .text
 )");
 #endif

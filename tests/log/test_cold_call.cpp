@@ -1,10 +1,12 @@
 // The logging path's trampoline (src/log/cold_call.cpp) must leave every register as it found
 // it, whichever of its three ways it saves them: xmm0-15 by moves (only SSE state in use), ymm0-15
 // by moves (AVX upper halves in use), or the whole state (x87 or MMX registers holding values,
-// AVX-512; not tested here: the development machines have no AVX-512).
+// AVX-512 state). Each test also checks which way was taken. Not tested here: AVX-512 (the
+// development machines have none) and the FXSAVE/XSAVE fallbacks of CPUs without XSAVEC/XINUSE.
 // Each test loads known values into registers, calls the trampoline with a function that
 // overwrites them all, and compares, from one asm statement so that the compiler keeps nothing of
 // its own there.
+#include <cpuid.h>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -18,9 +20,17 @@ namespace {
 
 constexpr std::uint32_t kTowardZero = 0x6000;  // MXCSR rounding control bits
 
-// Overwrites every vector register, MXCSR's rounding and flags, and pushes eight values on the
-// x87 stack (a stack that already held values overflows) before popping them again.
+// Overwrites every vector register, MXCSR's rounding and flags, every general-purpose register
+// a call may change, raises the x87 divide-by-zero flag, and pushes eight values on the x87 stack
+// (a stack that already held values overflows) before popping them again.
 void* clobber_sse(void* arg) noexcept {
+  asm volatile(
+      "movq $-1, %%rcx\n\t movq $-1, %%rdx\n\t movq $-1, %%rsi\n\t movq $-1, %%rdi\n\t"
+      "movq $-1, %%r8\n\t movq $-1, %%r9\n\t movq $-1, %%r10\n\t movq $-1, %%r11\n\t"
+      "fldz\n\t fld1\n\t fdivp\n\t fstp %%st(0)\n\t fld1\n\t fldz\n\t fdivp\n\t fstp %%st(0)\n\t"
+      :
+      :
+      : "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "cc");
   asm volatile(
       "pcmpeqd %%xmm0, %%xmm0\n\t"
       "movdqa %%xmm0, %%xmm1\n\t movdqa %%xmm0, %%xmm2\n\t movdqa %%xmm0, %%xmm3\n\t"
@@ -60,6 +70,23 @@ __attribute__((target("avx"))) void* clobber_avx(void* arg) noexcept {
 
 bool has_avx() { return __builtin_cpu_supports("avx"); }
 
+// Whether the trampoline can take its fast paths here: XSAVE enabled by the OS and XINUSE
+// readable (XGETBV with ECX=1).
+bool has_xinuse() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0 || (c & (3u << 26)) != (3u << 26)) return false;
+  if (__get_cpuid_count(0xd, 1, &a, &b, &c, &d) == 0) return false;
+  return (a & 4u) != 0;
+}
+
+// Counts the trampoline's whole-state saves across `body`.
+template <class Body>
+std::uint64_t full_saves_during(Body body) {
+  const std::uint64_t before = mate::log::detail::cold_call_full_saves_for_testing();
+  body();
+  return mate::log::detail::cold_call_full_saves_for_testing() - before;
+}
+
 using Lanes = std::array<std::uint8_t, 32>;
 std::array<Lanes, 16> patterns() {
   std::array<Lanes, 16> p{};
@@ -85,6 +112,7 @@ TEST(ColdCall, KeepsXmmRegistersAndLeavesUpperHalvesClean) {
     void* result = nullptr;
     asm volatile("stmxcsr %[mb]\n\t" : [mb] "=m"(mxcsr_before));
     if (has_avx()) asm volatile("vzeroupper" ::: MATE_XMM_CLOBBERS);
+    const std::uint64_t full_before = mate::log::detail::cold_call_full_saves_for_testing();
     asm volatile(
         "movdqu 0(%[in]), %%xmm0\n\t movdqu 32(%[in]), %%xmm1\n\t movdqu 64(%[in]), %%xmm2\n\t"
         "movdqu 96(%[in]), %%xmm3\n\t movdqu 128(%[in]), %%xmm4\n\t movdqu 160(%[in]), %%xmm5\n\t"
@@ -101,6 +129,9 @@ TEST(ColdCall, KeepsXmmRegistersAndLeavesUpperHalvesClean) {
         : "=&a"(result), [ma] "=m"(mxcsr_after)
         : "D"(fn), "S"(&marker), [in] "r"(in.data()), [out] "r"(out.data())
         : MATE_XMM_CLOBBERS, "memory", "cc");
+    if (has_xinuse()) {
+      EXPECT_EQ(mate::log::detail::cold_call_full_saves_for_testing(), full_before) << "not the fast path";
+    }
     EXPECT_EQ(result, &marker);
     EXPECT_EQ(mxcsr_after, mxcsr_before);
     for (int r = 0; r < 16; ++r)
@@ -145,7 +176,11 @@ TEST(ColdCall, KeepsYmmRegistersWhoseUpperHalvesAreInUse) {
     std::array<Lanes, 16> out{};
     int marker = 6;
     void* result = nullptr;
-    ymm_round_trip(in.data(), out.data(), &result, reinterpret_cast<void*>(fn), &marker);
+    const std::uint64_t full = full_saves_during(
+        [&] { ymm_round_trip(in.data(), out.data(), &result, reinterpret_cast<void*>(fn), &marker); });
+    if (has_xinuse()) {
+      EXPECT_EQ(full, 0u) << "not the fast path";
+    }
     EXPECT_EQ(result, &marker);
     for (int r = 0; r < 16; ++r) EXPECT_EQ(out[r], in[r]) << "ymm" << r;
   }
@@ -162,6 +197,7 @@ TEST(ColdCall, KeepsValuesOnTheX87Stack) {
     void* result = nullptr;
     const std::array<Lanes, 16> in = patterns();
     std::array<Lanes, 16> out{};
+    const std::uint64_t full_before = mate::log::detail::cold_call_full_saves_for_testing();
     asm volatile(
         "fldt (%[a])\n\t fldt (%[b])\n\t movdqu 0(%[in]), %%xmm3\n\t" MATE_CALL_TRAMPOLINE
         "fstpt (%[top])\n\t fstpt (%[second])\n\t movdqu %%xmm3, 96(%[out])\n\t"
@@ -170,13 +206,14 @@ TEST(ColdCall, KeepsValuesOnTheX87Stack) {
           [out] "r"(out.data())
         : MATE_XMM_CLOBBERS, "memory", "cc");
     EXPECT_EQ(result, &marker);
+    EXPECT_EQ(mate::log::detail::cold_call_full_saves_for_testing() - full_before, 1u) << "x87 values need the whole state";
     EXPECT_EQ(top, b);
     EXPECT_EQ(second, a);
     EXPECT_EQ(std::memcmp(out[3].data(), in[0].data(), 16), 0);
   }
 }
 
-// An MMX register in use (the x87 stack's top at 0, every register tagged full): the same.
+// An MMX register in use (every x87 register tagged full): the whole state, the value kept.
 TEST(ColdCall, KeepsMmxRegisters) {
   for (auto fn : {&clobber_sse, &clobber_avx}) {
     if (fn == &clobber_avx && !has_avx()) continue;
@@ -184,13 +221,63 @@ TEST(ColdCall, KeepsMmxRegisters) {
     std::uint64_t out = 0;
     int marker = 8;
     void* result = nullptr;
-    asm volatile("movq (%[in]), %%mm2\n\t" MATE_CALL_TRAMPOLINE "movq %%mm2, (%[out])\n\t emms\n\t"
-                 : "=&a"(result)
-                 : "D"(fn), "S"(&marker), [in] "r"(&in), [out] "r"(&out)
-                 : MATE_XMM_CLOBBERS, "memory", "cc");
+    const std::uint64_t full = full_saves_during([&] {
+      asm volatile("movq (%[in]), %%mm2\n\t" MATE_CALL_TRAMPOLINE "movq %%mm2, (%[out])\n\t emms\n\t"
+                   : "=&a"(result)
+                   : "D"(fn), "S"(&marker), [in] "r"(&in), [out] "r"(&out)
+                   : MATE_XMM_CLOBBERS, "memory", "cc");
+    });
+    EXPECT_EQ(full, 1u) << "MMX values need the whole state";
     EXPECT_EQ(result, &marker);
     EXPECT_EQ(out, in);
   }
+}
+
+// No x87 value, but x87 state in use: the status word (condition codes, exception flags) comes
+// back as it was, although fn raises divide-by-zero; the fast path, where the CPU has XINUSE.
+TEST(ColdCall, KeepsTheX87StatusWordOnTheFastPath) {
+  for (auto fn : {&clobber_sse, &clobber_avx}) {
+    if (fn == &clobber_avx && !has_avx()) continue;
+    std::uint16_t before = 0, after = 0;
+    int marker = 9;
+    void* result = nullptr;
+    const std::uint64_t full = full_saves_during([&] {
+      // fxam of the empty register sets C3 and C0: a status word fn's arithmetic changes.
+      asm volatile("fnclex\n\t fxam\n\t fnstsw %[b]\n\t" MATE_CALL_TRAMPOLINE "fnstsw %[a]\n\t"
+                   : "=&a"(result), [b] "=m"(before), [a] "=m"(after)
+                   : "D"(fn), "S"(&marker)
+                   : MATE_XMM_CLOBBERS, "memory", "cc");
+    });
+    if (has_xinuse()) {
+      EXPECT_EQ(full, 0u) << "not the fast path";
+    }
+    EXPECT_EQ(result, &marker);
+    EXPECT_EQ(before & 0x4500, 0x4100) << std::hex << before;
+    EXPECT_EQ(after, before) << std::hex << "status word " << after << ", was " << before;
+  }
+}
+
+// The general-purpose registers an ordinary call may change (fn sets them all to -1).
+TEST(ColdCall, KeepsGeneralPurposeRegisters) {
+  std::array<std::uint64_t, 9> in{}, out{};
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = 0x1111111111111111ULL * (i + 1);
+  int marker = 10;
+  void* result = nullptr;
+  auto fn = &clobber_sse;
+  asm volatile(
+      "movq 0(%[in]), %%rbx\n\t movq 8(%[in]), %%rcx\n\t movq 16(%[in]), %%rdx\n\t"
+      "movq 24(%[in]), %%r8\n\t movq 32(%[in]), %%r9\n\t movq 40(%[in]), %%r10\n\t"
+      "movq 48(%[in]), %%r11\n\t" MATE_CALL_TRAMPOLINE
+      "movq %%rbx, 0(%[out])\n\t movq %%rcx, 8(%[out])\n\t movq %%rdx, 16(%[out])\n\t"
+      "movq %%r8, 24(%[out])\n\t movq %%r9, 32(%[out])\n\t movq %%r10, 40(%[out])\n\t"
+      "movq %%r11, 48(%[out])\n\t movq %%rdi, 56(%[out])\n\t movq %%rsi, 64(%[out])\n\t"
+      : "=&a"(result)
+      : "D"(fn), "S"(&marker), [in] "r"(in.data()), [out] "r"(out.data())
+      : "rbx", "rcx", "rdx", "r8", "r9", "r10", "r11", MATE_XMM_CLOBBERS, "memory", "cc");
+  EXPECT_EQ(result, &marker);
+  for (std::size_t i = 0; i < 7; ++i) EXPECT_EQ(out[i], in[i]) << "register " << i;
+  EXPECT_EQ(out[7], reinterpret_cast<std::uint64_t>(fn)) << "rdi";
+  EXPECT_EQ(out[8], reinterpret_cast<std::uint64_t>(&marker)) << "rsi";
 }
 
 }  // namespace

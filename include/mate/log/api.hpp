@@ -170,6 +170,8 @@ using ColdFn = void* (*)(void*) noexcept;
 #if defined(__x86_64__) && !defined(__ILP32__) && defined(__ELF__) && defined(__GNUC__)
 #define MATE_LOG_COLD_CALL_TRAMPOLINE 1
 extern "C" void* mate_log_cold_call(ColdFn fn, void* arg) noexcept;  // only ever called from asm
+// How many times the trampoline saved the whole register state (tests: which way it took).
+std::uint64_t cold_call_full_saves_for_testing() noexcept;
 #endif
 
 [[gnu::always_inline]] inline void* cold_call(ColdFn fn, void* arg) noexcept {
