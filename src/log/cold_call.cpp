@@ -158,22 +158,9 @@ mate_log_cold_call:
 7:
   testl $4, %r10d
   jnz 8f
-  movdqa %xmm0, 0(%rsp)
-  movdqa %xmm1, 16(%rsp)
-  movdqa %xmm2, 32(%rsp)
-  movdqa %xmm3, 48(%rsp)
-  movdqa %xmm4, 64(%rsp)
-  movdqa %xmm5, 80(%rsp)
-  movdqa %xmm6, 96(%rsp)
-  movdqa %xmm7, 112(%rsp)
-  movdqa %xmm8, 128(%rsp)
-  movdqa %xmm9, 144(%rsp)
-  movdqa %xmm10, 160(%rsp)
-  movdqa %xmm11, 176(%rsp)
-  movdqa %xmm12, 192(%rsp)
-  movdqa %xmm13, 208(%rsp)
-  movdqa %xmm14, 224(%rsp)
-  movdqa %xmm15, 240(%rsp)
+  .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+  movdqa %xmm\n, \n*16(%rsp)
+  .endr
   stmxcsr 512(%rsp)
   movq %rdi, %rax
   movq %rsi, %rdi
@@ -184,63 +171,24 @@ mate_log_cold_call:
   jz 9f
   vzeroupper
 9:
-  movdqa 0(%rsp), %xmm0
-  movdqa 16(%rsp), %xmm1
-  movdqa 32(%rsp), %xmm2
-  movdqa 48(%rsp), %xmm3
-  movdqa 64(%rsp), %xmm4
-  movdqa 80(%rsp), %xmm5
-  movdqa 96(%rsp), %xmm6
-  movdqa 112(%rsp), %xmm7
-  movdqa 128(%rsp), %xmm8
-  movdqa 144(%rsp), %xmm9
-  movdqa 160(%rsp), %xmm10
-  movdqa 176(%rsp), %xmm11
-  movdqa 192(%rsp), %xmm12
-  movdqa 208(%rsp), %xmm13
-  movdqa 224(%rsp), %xmm14
-  movdqa 240(%rsp), %xmm15
+  .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+  movdqa \n*16(%rsp), %xmm\n
+  .endr
   movq %rbx, %rax
   jmp 4f
 8:
-  vmovdqa %ymm0, 0(%rsp)
-  vmovdqa %ymm1, 32(%rsp)
-  vmovdqa %ymm2, 64(%rsp)
-  vmovdqa %ymm3, 96(%rsp)
-  vmovdqa %ymm4, 128(%rsp)
-  vmovdqa %ymm5, 160(%rsp)
-  vmovdqa %ymm6, 192(%rsp)
-  vmovdqa %ymm7, 224(%rsp)
-  vmovdqa %ymm8, 256(%rsp)
-  vmovdqa %ymm9, 288(%rsp)
-  vmovdqa %ymm10, 320(%rsp)
-  vmovdqa %ymm11, 352(%rsp)
-  vmovdqa %ymm12, 384(%rsp)
-  vmovdqa %ymm13, 416(%rsp)
-  vmovdqa %ymm14, 448(%rsp)
-  vmovdqa %ymm15, 480(%rsp)
+  .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+  vmovdqa %ymm\n, \n*32(%rsp)
+  .endr
   stmxcsr 512(%rsp)
   movq %rdi, %rax
   movq %rsi, %rdi
   call *%rax
   movq %rax, %rbx
   call .Lmate_log_cold_call_after
-  vmovdqa 0(%rsp), %ymm0
-  vmovdqa 32(%rsp), %ymm1
-  vmovdqa 64(%rsp), %ymm2
-  vmovdqa 96(%rsp), %ymm3
-  vmovdqa 128(%rsp), %ymm4
-  vmovdqa 160(%rsp), %ymm5
-  vmovdqa 192(%rsp), %ymm6
-  vmovdqa 224(%rsp), %ymm7
-  vmovdqa 256(%rsp), %ymm8
-  vmovdqa 288(%rsp), %ymm9
-  vmovdqa 320(%rsp), %ymm10
-  vmovdqa 352(%rsp), %ymm11
-  vmovdqa 384(%rsp), %ymm12
-  vmovdqa 416(%rsp), %ymm13
-  vmovdqa 448(%rsp), %ymm14
-  vmovdqa 480(%rsp), %ymm15
+  .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+  vmovdqa \n*32(%rsp), %ymm\n
+  .endr
   movq %rbx, %rax
   jmp 4f
 3:
