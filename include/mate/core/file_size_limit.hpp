@@ -2,9 +2,11 @@
 //
 // A write(2) (or fallocate on some file systems) that would take a regular file past the
 // process's file-size limit (ulimit -f) raises SIGXFSZ, whose default action kills the whole
-// process; the signal is process-directed, so blocking it in one thread does not help. MATE must
-// never kill the host program and must not change its signal dispositions either, so its writers
-// ask first and treat "would exceed" like a full disk: EFBIG ("File too large").
+// process. The kernel sends it to the writing thread (send_sig); blocking it there only leaves it
+// pending, to kill the process once unblocked, and taking it off (sigtimedwait) could swallow
+// one the program's own write raised. MATE must never kill the host program and must not change
+// its signal dispositions either, so its writers ask first and treat "would exceed" like a full
+// disk: EFBIG ("File too large").
 #pragma once
 
 #include <cstdint>
