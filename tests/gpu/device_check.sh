@@ -25,7 +25,7 @@ no_gpu=0
 
 all_checks=(carry_packages carry_prefix mate_version test_device test_driver_abi gpu_guard_write_past gpu_ops_compare
             guard_run_tail guard_run_head unguarded_write python_import torch_memory_debug
-            sanitizer_catches sanitizer_vs_guard dump_replay_guard torch_load_dump)
+            sanitizer_catches sanitizer_vs_guard dump_replay_guard torch_load_dump vmm_costs)
 # What each check proves (the table's last column and --list).
 declare -A about=(
   [carry_packages]="tests/gpu/carry_smoke: each carried package used once (gtest/gmock tests), built against the prefix before MATE"
@@ -44,6 +44,7 @@ declare -A about=(
   [sanitizer_vs_guard]="clean workload: plain, mate guard-run and compute-sanitizer memcheck times and their ratio"
   [dump_replay_guard]="MATE_LOGLEVEL=10 on the CUDA reference kernels, then mate replay --guard-alloc of the dump"
   [torch_load_dump]="torch.load (default weights_only) of the level-10 dump's .pt files"
+  [vmm_costs]="tests/gpu/vmm_costs: each driver VMM step of a guarded allocation timed alone, then the guard's allocate/deallocate (us per call)"
 )
 # Checks that run without a GPU in --no-gpu mode (the others are listed as what would run).
 no_gpu_checks=" carry_packages carry_prefix mate_version test_device test_driver_abi python_import "
@@ -209,7 +210,7 @@ configure() {
 }
 
 build_targets=(test_device test_driver_abi gpu_guard_write_past gpu_ops_compare gpu_cudart_write_past
-               mate_cli mate_guard_preload mate_guard_hooks)
+               mate_cli mate_guard_preload mate_guard_hooks vmm_costs)
 build() {
   local targets=() t
   [ -n "$nvcc" ] || build_targets=(test_device mate_cli mate_guard_preload mate_guard_hooks)
@@ -473,6 +474,14 @@ print(f"torch {torch.__version__}: {n} tensors loaded from {len(paths)} files (w
   for f in $files; do grep -q '"cuda' "$(dirname "$(dirname "$f")")/call.json" 2>/dev/null && from_cuda=$((from_cuda + 1)); done
   note="$(echo "$files" | wc -l) .pt files ($from_cuda of calls with CUDA tensors): $(tail -1 <<<"$out")"
   return $rc
+}
+
+check_vmm_costs() {
+  local out rc
+  out=$(limited "$build/tests/gpu/vmm_costs" 50 2>&1); rc=$?
+  echo "$out"
+  [ "$rc" -eq 0 ] || { note="exit $rc: $(tail -1 <<<"$out")"; return 1; }
+  note=$(grep "granule" <<<"$out" | sed 's/^vmm_costs: //' | tr '\n' ' ')
 }
 
 run_check() {

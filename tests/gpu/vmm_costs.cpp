@@ -1,0 +1,120 @@
+// Where a guarded device allocation's time goes: each virtual-memory step of the driver backend
+// timed on its own (reserve an address range, map physical memory into it with access, write and
+// read back a canary-sized piece, synchronize, unmap with the physical memory's release, release
+// the range), then a whole GuardAllocator allocate + deallocate, for one granule and for 16.
+// Prints one line per step: microseconds per call, median of the rounds.
+//
+//   vmm_costs [ROUNDS]   (default 50; the driver is MATE_DEVICE_DRIVER's, as for the guard)
+//
+// On a GPU (tests/gpu/device_check.sh, check vmm_costs) it says which driver calls a pool of
+// physical memory would save; here ctest runs it against the fake driver, so that it stays
+// working. Exit: 0, 77 when no driver backend opens, 1 when a step fails.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mate/device/driver.hpp"
+#include "mate/guard/allocator.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median_us(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+bool ok(const mate::device::Status& st, const char* step) {
+  if (st.ok()) return true;
+  std::fprintf(stderr, "vmm_costs: %s failed: %s (code %d)\n", step, st.what ? st.what : "?", st.code);
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 50;
+  if (rounds < 1) {
+    std::fprintf(stderr, "vmm_costs: ROUNDS must be a positive integer, got '%s'\n", argv[1]);
+    return 2;
+  }
+  std::string reason;
+  mate::device::DriverBackend* backend = mate::device::driver_backend(&reason);
+  if (backend == nullptr) {
+    std::printf("vmm_costs: no driver backend: %s\n", reason.c_str());
+    return 77;
+  }
+  const std::size_t g = backend->granularity();
+  std::printf("vmm_costs: %s, granularity %zu bytes, %d rounds, median us per call\n", backend->name(), g, rounds);
+  for (std::size_t granules : {std::size_t{1}, std::size_t{16}}) {
+    const std::size_t bytes = granules * g;
+    std::vector<double> reserve, map, write, read, sync, unmap, release;
+    std::vector<unsigned char> canary(64, 0xa5), back(64);
+    for (int r = 0; r < rounds; ++r) {
+      std::uintptr_t base = 0;
+      auto t0 = Clock::now();
+      if (!ok(backend->reserve(bytes + 2 * g, &base), "reserve")) return 1;
+      auto t1 = Clock::now();
+      if (!ok(backend->map(base + g, bytes), "map")) return 1;
+      auto t2 = Clock::now();
+      if (!ok(backend->write(base + g + bytes - canary.size(), canary.data(), canary.size()), "write")) return 1;
+      auto t3 = Clock::now();
+      if (!ok(backend->read(back.data(), base + g + bytes - back.size(), back.size()), "read")) return 1;
+      auto t4 = Clock::now();
+      if (!ok(backend->synchronize(), "synchronize")) return 1;
+      auto t5 = Clock::now();
+      if (!ok(backend->unmap(base + g, bytes), "unmap")) return 1;
+      auto t6 = Clock::now();
+      if (!ok(backend->release(base, bytes + 2 * g), "release")) return 1;
+      auto t7 = Clock::now();
+      auto us = [](Clock::time_point a, Clock::time_point b) {
+        return std::chrono::duration<double, std::micro>(b - a).count();
+      };
+      reserve.push_back(us(t0, t1));
+      map.push_back(us(t1, t2));
+      write.push_back(us(t2, t3));
+      read.push_back(us(t3, t4));
+      sync.push_back(us(t4, t5));
+      unmap.push_back(us(t5, t6));
+      release.push_back(us(t6, t7));
+      if (back != canary) {
+        std::fprintf(stderr, "vmm_costs: the bytes read back differ from those written\n");
+        return 1;
+      }
+    }
+    // The whole guarded allocation, as `mate guard-run` makes it (no backtraces: their cost is
+    // the host's and measured elsewhere; quarantine at its default).
+    mate::guard::GuardAllocatorConfig config;
+    config.backend = backend->kind();
+    config.backtraces = false;
+    std::vector<double> alloc, dealloc;
+    {
+      mate::guard::GuardAllocator guard(*backend, config);
+      for (int r = 0; r < rounds; ++r) {
+        auto t0 = Clock::now();
+        mate::guard::AllocResult a = guard.allocate(bytes - 64);
+        auto t1 = Clock::now();
+        if (!a) {
+          std::fprintf(stderr, "vmm_costs: guarded allocate failed: %s\n", a.message);
+          return 1;
+        }
+        guard.deallocate(a.ptr);
+        auto t2 = Clock::now();
+        alloc.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        dealloc.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+      }
+    }
+    std::printf(
+        "vmm_costs: %zu granule(s): reserve %.1f, map (create+map+access) %.1f, write 64 B %.1f, read 64 B %.1f, "
+        "synchronize %.1f, unmap (+release memory) %.1f, release range %.1f; guarded allocate %.1f, deallocate %.1f\n",
+        granules, median_us(reserve), median_us(map), median_us(write), median_us(read), median_us(sync),
+        median_us(unmap), median_us(release), median_us(alloc), median_us(dealloc));
+  }
+  return 0;
+}
