@@ -11,6 +11,7 @@
 // setup error; 77 no CUDA device.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,32 +63,50 @@ int one_fault(bool tail) {
   return reported ? 0 : 1;
 }
 
+// Seconds since `t0` (steady clock), for the clean workload's phases.
+double since(const std::chrono::steady_clock::time_point& t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 int clean(long rounds) {
   double checksum = 0;
+  // Where the time goes (under a guard, which phase pays): cudaMalloc, kernel launches, the
+  // copies back (which wait for the kernels), cudaFree.
+  double t_malloc = 0, t_launch = 0, t_copy = 0, t_free = 0;
   for (long r = 0; r < rounds; ++r) {
     float* buffers[4] = {};
     long sizes[4];
     for (int b = 0; b < 4; ++b) {
       sizes[b] = 64 * (1 + (r * 4 + b) % 97);  // 256 bytes to ~25 KB, multiples of 256 bytes
+      auto t0 = std::chrono::steady_clock::now();
       if (cudaError_t e = cudaMalloc(&buffers[b], sizes[b] * sizeof(float)); e != cudaSuccess)
         return setup_error("cudaMalloc", e);
+      t_malloc += since(t0);
+      t0 = std::chrono::steady_clock::now();
       fill<<<8, 128>>>(buffers[b], sizes[b], static_cast<float>(b));
+      t_launch += since(t0);
     }
     for (int b = 0; b < 4; ++b) {
       float last = 0;
+      auto t0 = std::chrono::steady_clock::now();
       if (cudaError_t e = cudaMemcpy(&last, buffers[b] + sizes[b] - 1, sizeof last, cudaMemcpyDeviceToHost);
           e != cudaSuccess)
         return setup_error("cudaMemcpy", e);
+      t_copy += since(t0);
       if (last != static_cast<float>(b) + static_cast<float>(sizes[b] - 1)) {
         std::fprintf(stderr, "cudart_write_past: round %ld buffer %d: read %g, expected %g\n", r, b,
                      last, static_cast<float>(b) + static_cast<float>(sizes[b] - 1));
         return 1;
       }
       checksum += last;
+      t0 = std::chrono::steady_clock::now();
       if (cudaError_t e = cudaFree(buffers[b]); e != cudaSuccess) return setup_error("cudaFree", e);
+      t_free += since(t0);
     }
   }
   std::printf("clean: %ld rounds, 4 buffers each, checksum %.0f\n", rounds, checksum);
+  std::printf("clean: seconds in cudaMalloc %.3f, launches %.3f, copies back %.3f, cudaFree %.3f\n", t_malloc,
+              t_launch, t_copy, t_free);
   return 0;
 }
 
