@@ -62,7 +62,9 @@ void load_locked(Shared& s) {
 }
 
 // Each thread's copy of the snapshot. `dead` (trivially destructible, so still readable) says
-// the copy is gone: a call logged from another thread_local's destructor takes the lock.
+// the copy is gone: a call logged from another thread_local's destructor takes the lock. A
+// thread keeps the snapshot it last used, and so the sink it names stays open after a
+// reconfigure() until each such thread logs again or exits (reconfigure is for tests and tools).
 struct ThreadSnapshot {
   std::uint64_t generation = 0;
   std::shared_ptr<const Settings> snapshot;

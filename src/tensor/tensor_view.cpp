@@ -71,7 +71,7 @@ TensorMeta::TensorMeta(const DLTensor& t) : t_(t) {
   if (t.ndim < 0) throw std::invalid_argument("DLTensor ndim is " + std::to_string(t.ndim) + " (accepted: 0 or more)");
   const auto n = static_cast<std::size_t>(t.ndim);
   if (t.ndim > kInlineDims) heap_.resize(2 * n);
-  std::int64_t* dims = t.ndim > kInlineDims ? heap_.data() : inline_;
+  std::int64_t* dims = this->dims();
   const TensorView v(t);
   for (int i = 0; i < t.ndim; ++i) {
     dims[i] = v.shape(i);
@@ -91,9 +91,8 @@ TensorMeta& TensorMeta::operator=(const TensorMeta& other) {
 
 void TensorMeta::repoint() noexcept {
   const auto n = static_cast<std::size_t>(t_.ndim);
-  std::int64_t* dims = t_.ndim > kInlineDims ? heap_.data() : inline_;
-  t_.shape = n == 0 ? nullptr : dims;
-  t_.strides = n == 0 ? nullptr : dims + n;
+  t_.shape = n == 0 ? nullptr : dims();
+  t_.strides = n == 0 ? nullptr : dims() + n;
 }
 
 }  // namespace mate::tensor

@@ -83,6 +83,8 @@ class TensorMeta {
   static constexpr int kInlineDims = 8;
 
  private:
+  // Where the shape (then the strides) of t_.ndim dimensions live: inline_ or heap_.
+  std::int64_t* dims() noexcept { return t_.ndim > kInlineDims ? heap_.data() : inline_; }
   void repoint() noexcept;
   DLTensor t_{};
   std::int64_t inline_[2 * kInlineDims] = {};  // shape, then strides (ndim <= kInlineDims)
