@@ -108,7 +108,9 @@ static_assert(sizeof(MemAccessDesc) == 12);
   X(MemcpyHtoD, "MemcpyHtoD", "_v2", Result, (DevicePtr, const void*, std::size_t))          \
   X(MemcpyDtoH, "MemcpyDtoH", "_v2", Result, (void*, DevicePtr, std::size_t))                \
   X(MemsetD8, "MemsetD8", "_v2", Result, (DevicePtr, unsigned char, std::size_t))            \
-  X(StreamIsCapturing, "StreamIsCapturing", "", Result, (Stream, int*))
+  X(StreamIsCapturing, "StreamIsCapturing", "", Result, (Stream, int*))                     \
+  X(MemHostRegister, "MemHostRegister", "_v2", Result, (void*, std::size_t, unsigned int))   \
+  X(MemHostUnregister, "MemHostUnregister", "", Result, (void*))
 
 // One enumerator per entry point, in MATE_DRIVER_ENTRY_POINTS order.
 enum class Call : int {
@@ -116,6 +118,13 @@ enum class Call : int {
   MATE_DRIVER_ENTRY_POINTS(MATE_DRIVER_ENUM)
 #undef MATE_DRIVER_ENUM
 };
+// Entry points MATE works without (left nullptr when the library lacks them): page-locking
+// the guard's staging buffer only makes its canary copies faster. Resolved as name + suffix,
+// else the bare name (a driver that never versioned it).
+constexpr bool optional_call(Call call) noexcept {
+  return call == Call::MemHostRegister || call == Call::MemHostUnregister;
+}
+
 #define MATE_DRIVER_COUNT(member, name, suffix, ret, params) +1
 inline constexpr int kCallCount = 0 MATE_DRIVER_ENTRY_POINTS(MATE_DRIVER_COUNT);
 #undef MATE_DRIVER_COUNT
@@ -125,6 +134,7 @@ inline constexpr int kCallCount = 0 MATE_DRIVER_ENTRY_POINTS(MATE_DRIVER_COUNT);
 // Status::what, which must outlive any backend.
 struct Symbols {
   std::string entry[kCallCount];  // in Call order
+  std::string prefix;             // "cu", "mu"
   std::string make_context_current;  // "cuCtxGetCurrent/cuCtxSetCurrent (making ... current)"
 };
 const Symbols& symbols(Kind kind);

@@ -208,6 +208,27 @@ class VmmBackend final : public DriverBackend {
     return Status::success();
   }
 
+  Status pin_host(void* host, std::size_t bytes) noexcept override {
+    if (api_.MemHostRegister == nullptr)
+      return invalid("pin_host: the driver library has no MemHostRegister entry point");
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    // Flags 0: page-locked for this context's device; MATE only copies through it.
+    const Result r = api_.MemHostRegister(host, bytes, 0);
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::MemHostRegister)};
+    return Status::success();
+  }
+
+  Status unpin_host(void* host) noexcept override {
+    if (api_.MemHostUnregister == nullptr)
+      return invalid("unpin_host: the driver library has no MemHostUnregister entry point");
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    const Result r = api_.MemHostUnregister(host);
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::MemHostUnregister)};
+    return Status::success();
+  }
+
   Status synchronize() noexcept override {
     ContextScope scope(api_, ctx_);
     if (scope.result() != driver::kSuccess) return context_failure(scope.result());

@@ -113,6 +113,9 @@ GuardAllocator::GuardAllocator(device::Backend& backend, const GuardAllocatorCon
     throw GuardError(std::string("guard allocator: backend ") + backend.name() + " reports a granularity of " +
                      std::to_string(backend.granularity()) + " bytes; it must be a multiple of 4096");
   table_ = new SlotTable(config.max_allocations, backend.granularity());
+  // Not pinned (a driver without the call, or page-locked memory refused): copies are slower.
+  if (backend.kind() != device::Kind::Host)
+    table_->scratch_pinned = backend.pin_host(table_->scratch, SlotTable::kScratchBytes).ok();
   if (config.map_entry_limit != 0)
     map_budget_ = new MapEntryBudget(config.map_entry_limit, config.low_priority_entry_limit);
   // The crash handler is not installed here: install_guard_allocator() (or whoever constructs
@@ -131,6 +134,7 @@ GuardAllocator::~GuardAllocator() {
     backend_.release(s.reservation, s.reserved());
   }
   for (Slot s; table_->quarantine_pop(&s);) backend_.release(s.reservation, s.reserved());
+  if (table_->scratch_pinned) backend_.unpin_host(table_->scratch);
   delete map_budget_;
   delete table_;
 }

@@ -12,6 +12,7 @@
 #include <ostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "mate/config.hpp"
 #include "mate/core/signal_safe_format.hpp"
@@ -360,6 +361,23 @@ TEST_P(FakeDriverBackend, StreamCaptureIsReported) {
   fake().set_capture_status(stream, 0);
   ASSERT_TRUE(b->is_capturing(nullptr, &capturing).ok());
   EXPECT_FALSE(capturing);
+}
+
+// Page-locking host memory for faster copies: resolved as cuMemHostRegister_v2, and as the
+// fake's unversioned muMemHostRegister (the loader falls back to the bare name for optional
+// entry points); unpinning what is not pinned is a Status naming the call.
+TEST_P(FakeDriverBackend, PinAndUnpinHostMemory) {
+  auto b = open();
+  ASSERT_NE(b, nullptr);
+  std::vector<unsigned char> host(4096);
+  ASSERT_TRUE(b->pin_host(host.data(), host.size()).ok());
+  Status again = b->pin_host(host.data(), host.size());
+  EXPECT_EQ(again.code, 712);
+  EXPECT_EQ(std::string(again.what), std::string(call_prefix()) + "MemHostRegister_v2");
+  EXPECT_TRUE(b->unpin_host(host.data()).ok());
+  Status twice = b->unpin_host(host.data());
+  EXPECT_EQ(twice.code, 713);
+  EXPECT_EQ(std::string(twice.what), std::string(call_prefix()) + "MemHostUnregister");
 }
 
 TEST_P(FakeDriverBackend, DeviceFaultComesBackFromSynchronize) {

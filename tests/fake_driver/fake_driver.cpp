@@ -52,6 +52,8 @@ constexpr Result kInvalidContext = 201;
 constexpr Result kIllegalAddress = 700;
 constexpr Result kStreamCaptureImplicit = 906;
 constexpr Result kStreamCaptureUnsupported = 900;
+constexpr Result kHostMemoryAlreadyRegistered = 712;
+constexpr Result kHostMemoryNotRegistered = 713;
 
 constexpr int kMaxDevices = 16;
 
@@ -109,6 +111,12 @@ struct State {
   // block, which the guard's own set-up then sees reallocated from inside the driver.
   char* host_bookkeeping = nullptr;
   std::size_t host_bookkeeping_size = 0;
+  // Page-locked host ranges (cuMemHostRegister): start → size. Copies count by whether their
+  // host side lies in one, so a test sees that the guard's canary copies run from pinned memory.
+  std::map<std::uintptr_t, std::size_t> pinned;
+  long pinned_copies = 0;
+  long pageable_copies = 0;
+  Result host_register_error = kSuccess;  // set: cuMemHostRegister fails with it
 };
 
 State& state() {
@@ -487,6 +495,37 @@ Result fake_MemSetAccess(DevicePtr ptr, std::size_t size, const MemAccessDesc* d
   return kSuccess;
 }
 
+// Counts a copy whose host side is [host, host + bytes) as pinned or pageable.
+void count_copy(State& s, const void* host, std::size_t bytes) {
+  const auto a = reinterpret_cast<std::uintptr_t>(host);
+  auto it = s.pinned.upper_bound(a);
+  const bool pinned = it != s.pinned.begin() && a + bytes <= std::prev(it)->first + std::prev(it)->second;
+  (pinned ? s.pinned_copies : s.pageable_copies) += 1;
+}
+
+Result fake_MemHostRegister(void* host, std::size_t bytes, unsigned int flags) {
+  Locked l;
+  if (!l.s.initialized) return kNotInitialized;
+  if (current_context == nullptr) return kInvalidContext;
+  if (host == nullptr || bytes == 0 || flags > 0xf) return kInvalidValue;
+  if (l.s.host_register_error != kSuccess) return l.s.host_register_error;
+  const auto a = reinterpret_cast<std::uintptr_t>(host);
+  auto it = l.s.pinned.upper_bound(a);
+  if ((it != l.s.pinned.end() && it->first < a + bytes) ||
+      (it != l.s.pinned.begin() && std::prev(it)->first + std::prev(it)->second > a))
+    return kHostMemoryAlreadyRegistered;
+  l.s.pinned.emplace(a, bytes);
+  return kSuccess;
+}
+
+Result fake_MemHostUnregister(void* host) {
+  Locked l;
+  if (!l.s.initialized) return kNotInitialized;
+  if (current_context == nullptr) return kInvalidContext;
+  if (l.s.pinned.erase(reinterpret_cast<std::uintptr_t>(host)) == 0) return kHostMemoryNotRegistered;
+  return kSuccess;
+}
+
 Result fake_MemcpyHtoD_v2(DevicePtr dst, const void* src, std::size_t bytes) {
   Locked l;
   if (!l.s.initialized) return kNotInitialized;
@@ -494,6 +533,7 @@ Result fake_MemcpyHtoD_v2(DevicePtr dst, const void* src, std::size_t bytes) {
   if (l.s.sticky_error != kSuccess) return l.s.sticky_error;  // every later call fails, as on a real context
   if (bytes == 0) return kSuccess;
   if (src == nullptr || !accessible(l.s, dst, bytes, PROT_WRITE)) return kInvalidValue;
+  count_copy(l.s, src, bytes);
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   return kSuccess;
 }
@@ -511,6 +551,7 @@ Result fake_MemcpyDtoH_v2(void* dst, DevicePtr src, std::size_t bytes) {
   if (broke_a_capture) return kStreamCaptureUnsupported;
   if (bytes == 0) return kSuccess;
   if (dst == nullptr || !accessible(l.s, src, bytes, PROT_READ)) return kInvalidValue;
+  count_copy(l.s, dst, bytes);
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return kSuccess;
 }
@@ -564,6 +605,10 @@ constexpr ErrorText kErrors[] = {
      "an illegal memory access was encountered"},
     {kStreamCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
      "MUSA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {kHostMemoryAlreadyRegistered, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "MUSA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
+    {kHostMemoryNotRegistered, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "MUSA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
     {kStreamCaptureImplicit, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
      "MUSA_ERROR_STREAM_CAPTURE_IMPLICIT",
      "operation would make the legacy stream depend on a capturing blocking stream"},
@@ -626,6 +671,15 @@ FAKE_BOTH(MemcpyDtoH_v2, (void* dst, DevicePtr src, std::size_t bytes), (dst, sr
 FAKE_BOTH(MemsetD8_v2, (DevicePtr dst, unsigned char value, std::size_t bytes),
           (dst, value, bytes))
 FAKE_BOTH(StreamIsCapturing, (void* stream, int* status), (stream, status))
+FAKE_BOTH(MemHostUnregister, (void* host), (host))
+// Versioned for CUDA (cuMemHostRegister_v2, as libcuda exports it); the MUSA name is left bare
+// here so that the loader's fall-back to an unversioned optional entry point is exercised.
+FAKE_EXPORT Result cuMemHostRegister_v2(void* host, std::size_t bytes, unsigned int flags) {
+  return fake_MemHostRegister(host, bytes, flags);
+}
+FAKE_EXPORT Result muMemHostRegister(void* host, std::size_t bytes, unsigned int flags) {
+  return fake_MemHostRegister(host, bytes, flags);
+}
 
 FAKE_EXPORT Result cuGetErrorName(Result code, const char** out) {
   return error_text(code, false, true, out);
@@ -683,6 +737,22 @@ FAKE_EXPORT int fake_driver_capture_status(void* stream) {
 FAKE_EXPORT void fake_driver_set_sticky_error(int code) {
   Locked l;
   l.s.sticky_error = code;
+}
+
+// Page-locked host memory: ranges registered now, and copies made so far from/to pinned and
+// pageable host memory.
+FAKE_EXPORT void fake_driver_pinned(int* ranges, long* pinned_copies, long* pageable_copies) {
+  Locked l;
+  *ranges = static_cast<int>(l.s.pinned.size());
+  *pinned_copies = l.s.pinned_copies;
+  *pageable_copies = l.s.pageable_copies;
+}
+
+// Makes cuMemHostRegister fail with `code` (e.g. 2, out of memory: page-locked memory is
+// limited); 0 restores it.
+FAKE_EXPORT void fake_driver_set_host_register_error(int code) {
+  Locked l;
+  l.s.host_register_error = code;
 }
 
 // Live objects, for leak checks: reservations, physical allocations, mappings.

@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
   std::printf("vmm_costs: %s, granularity %zu bytes, %d rounds, median us per call\n", backend->name(), g, rounds);
   for (std::size_t granules : {std::size_t{1}, std::size_t{16}}) {
     const std::size_t bytes = granules * g;
-    std::vector<double> reserve, map, write, read, sync, unmap, release;
-    std::vector<unsigned char> canary(64, 0xa5), back(64);
+    std::vector<double> reserve, map, write, read, sync, unmap, release, write_all, read_all;
+    std::vector<unsigned char> canary(64, 0xa5), back(64), whole(bytes, 0x5a);
     for (int r = 0; r < rounds; ++r) {
       std::uintptr_t base = 0;
       auto t0 = Clock::now();
@@ -69,6 +69,11 @@ int main(int argc, char** argv) {
       auto t4 = Clock::now();
       if (!ok(backend->synchronize(), "synchronize")) return 1;
       auto t5 = Clock::now();
+      // The whole mapping from and to pageable host memory: what a canary filling it costs.
+      if (!ok(backend->write(base + g, whole.data(), bytes), "write all")) return 1;
+      auto t5a = Clock::now();
+      if (!ok(backend->read(whole.data(), base + g, bytes), "read all")) return 1;
+      auto t5b = Clock::now();
       if (!ok(backend->unmap(base + g, bytes), "unmap")) return 1;
       auto t6 = Clock::now();
       if (!ok(backend->release(base, bytes + 2 * g), "release")) return 1;
@@ -81,7 +86,9 @@ int main(int argc, char** argv) {
       write.push_back(us(t2, t3));
       read.push_back(us(t3, t4));
       sync.push_back(us(t4, t5));
-      unmap.push_back(us(t5, t6));
+      write_all.push_back(us(t5, t5a));
+      read_all.push_back(us(t5a, t5b));
+      unmap.push_back(us(t5b, t6));
       release.push_back(us(t6, t7));
       if (back != canary) {
         std::fprintf(stderr, "vmm_costs: the bytes read back differ from those written\n");
@@ -89,16 +96,20 @@ int main(int argc, char** argv) {
       }
     }
     // The whole guarded allocation, as `mate guard-run` makes it (no backtraces: their cost is
-    // the host's and measured elsewhere; quarantine at its default).
+    // the host's and measured elsewhere; quarantine at its default): once for a buffer that fills
+    // the granules (a 64-byte canary), once for a 1 KiB buffer, whose canary fills the rest of
+    // its granule (what a program's small cudaMalloc pays).
     mate::guard::GuardAllocatorConfig config;
     config.backend = backend->kind();
     config.backtraces = false;
-    std::vector<double> alloc, dealloc;
-    {
+    double guarded_us[2][2] = {};
+    const std::size_t guarded_sizes[2] = {bytes - 64, 1024};
+    for (int which = 0; which < 2; ++which) {
+      std::vector<double> alloc, dealloc;
       mate::guard::GuardAllocator guard(*backend, config);
       for (int r = 0; r < rounds; ++r) {
         auto t0 = Clock::now();
-        mate::guard::AllocResult a = guard.allocate(bytes - 64);
+        mate::guard::AllocResult a = guard.allocate(guarded_sizes[which]);
         auto t1 = Clock::now();
         if (!a) {
           std::fprintf(stderr, "vmm_costs: guarded allocate failed: %s\n", a.message);
@@ -109,12 +120,15 @@ int main(int argc, char** argv) {
         alloc.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
         dealloc.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
       }
+      guarded_us[which][0] = median_us(alloc);
+      guarded_us[which][1] = median_us(dealloc);
     }
     std::printf(
         "vmm_costs: %zu granule(s): reserve %.1f, map (create+map+access) %.1f, write 64 B %.1f, read 64 B %.1f, "
-        "synchronize %.1f, unmap (+release memory) %.1f, release range %.1f; guarded allocate %.1f, deallocate %.1f\n",
+        "synchronize %.1f, write all %.1f, read all %.1f, unmap (+release memory) %.1f, release range %.1f; guarded allocate %.1f, deallocate %.1f; "
+        "1 KiB buffer (canary fills the rest): allocate %.1f, deallocate %.1f\n",
         granules, median_us(reserve), median_us(map), median_us(write), median_us(read), median_us(sync),
-        median_us(unmap), median_us(release), median_us(alloc), median_us(dealloc));
+        median_us(write_all), median_us(read_all), median_us(unmap), median_us(release), guarded_us[0][0], guarded_us[0][1], guarded_us[1][0], guarded_us[1][1]);
   }
   return 0;
 }

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -18,6 +20,7 @@
 
 #include "mate/config.hpp"
 #include "mate/device/driver.hpp"
+#include "mate/device/vendors.hpp"
 #include "mate/guard/allocator.hpp"
 #include "guard/platform/map_entries.hpp"
 
@@ -835,5 +838,121 @@ TEST(GuardAllocator, DefaultQuarantineBudgetDependsOnTheBackend) {
     }
   }
 }
+
+// Device memory: a small buffer's canary fills the rest of its granule (2 MiB on a GPU), so it is
+// written and checked through the staging buffer in several chunks, each compared against the
+// pattern table run by run. A corruption straddling the boundary between two chunks is found
+// whole: where it starts, how many bytes, and the bytes after it.
+TEST(GuardAllocator, ADeviceCanaryLargerThanTheStagingBufferIsCheckedAcrossChunks) {
+  WrappedBackend backend;
+  backend.kind_ = mate::device::Kind::Cuda;
+  backend.granularity_ = std::size_t{4} << 20;  // four 1 MiB staging chunks
+  GuardAllocator g(backend, small(Mode::Tail));
+  auto r = g.allocate(1000);
+  ASSERT_TRUE(r) << r.message;
+  const std::uintptr_t mapping = r.ptr + 1008 - backend.granularity_;  // tail: 1000 rounded to 16 ends it
+  EXPECT_EQ(g.check_all(), 0u);  // ~4 MiB of canary read back intact
+
+  const std::uintptr_t chunk_boundary = mapping + (std::size_t{2} << 20);
+  auto* bytes = reinterpret_cast<unsigned char*>(chunk_boundary);
+  bytes[-1] = 0;
+  bytes[0] = 0;
+  bytes[1] = 0;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(g.check_all(), 1u);
+  const std::string err = testing::internal::GetCapturedStderr();
+  const std::size_t first = r.ptr - (chunk_boundary - 1);
+  EXPECT_THAT(err, HasSubstr("first corrupted byte: " + std::to_string(first) + " bytes before the start"));
+  EXPECT_THAT(err, HasSubstr("corrupted bytes: 3 of " + std::to_string(backend.granularity_ - 1008) + " canary bytes"));
+  EXPECT_THAT(err, HasSubstr("found:    00 00 00 "));
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(g.deallocate(r.ptr), FreeResult::CanaryCorrupted);
+  testing::internal::GetCapturedStderr();
+}
+
+// The fake driver's hooks for page-locked memory (tests/fake_driver).
+struct FakePinning {
+  void (*pinned)(int*, long*, long*) = nullptr;
+  void (*set_host_register_error)(int) = nullptr;
+};
+
+const FakePinning& fake_pinning() {
+  static FakePinning f = [] {
+    FakePinning r;
+    void* h = dlopen(MATE_FAKE_DRIVER_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) return r;
+    r.pinned = reinterpret_cast<void (*)(int*, long*, long*)>(dlsym(h, "fake_driver_pinned"));
+    r.set_host_register_error = reinterpret_cast<void (*)(int)>(dlsym(h, "fake_driver_set_host_register_error"));
+    return r;
+  }();
+  return f;
+}
+
+class DeviceGuardStaging : public ::testing::TestWithParam<mate::device::Kind> {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(fake_pinning().pinned, nullptr);
+    ASSERT_NE(fake_pinning().set_host_register_error, nullptr);
+    std::string reason;
+    backend_ = mate::device::open_driver_backend(GetParam(), 0, &reason);
+    ASSERT_NE(backend_, nullptr) << reason;
+  }
+  void TearDown() override { fake_pinning().set_host_register_error(0); }
+
+  struct Counts {
+    int ranges;
+    long pinned_copies, pageable_copies;
+  };
+  static Counts counts() {
+    Counts c{};
+    fake_pinning().pinned(&c.ranges, &c.pinned_copies, &c.pageable_copies);
+    return c;
+  }
+  // One small allocation and its free: the copies of its canary, as counted by the fake.
+  Counts copies_of_one_allocation(GuardAllocator& g) {
+    const Counts before = counts();
+    auto r = g.allocate(1000);
+    EXPECT_TRUE(r) << r.message;
+    EXPECT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+    const Counts after = counts();
+    return {after.ranges, after.pinned_copies - before.pinned_copies, after.pageable_copies - before.pageable_copies};
+  }
+
+  mate::config::ScopedOverride fake_{mate::config::Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
+  std::unique_ptr<mate::device::DriverBackend> backend_;
+};
+
+// The staging buffer is page-locked for the allocator's lifetime (cuMemHostRegister, or the
+// MUSA fake's unversioned muMemHostRegister), so the canary crosses the bus from pinned memory.
+TEST_P(DeviceGuardStaging, TheCanaryIsCopiedThroughPageLockedMemory) {
+  const int ranges_before = counts().ranges;
+  {
+    GuardAllocatorConfig c = small();
+    c.backend = GetParam();
+    GuardAllocator g(*backend_, c);
+    EXPECT_EQ(counts().ranges, ranges_before + 1);
+    const Counts copies = copies_of_one_allocation(g);
+    EXPECT_GE(copies.pinned_copies, 2);  // canary written, then read back at free
+    EXPECT_EQ(copies.pageable_copies, 0);
+  }
+  EXPECT_EQ(counts().ranges, ranges_before);  // unregistered with the allocator
+}
+
+// Page-locked memory is limited; when the driver refuses it the guard still works, from
+// pageable memory.
+TEST_P(DeviceGuardStaging, WhenPageLockingIsRefusedTheCanaryStillWorks) {
+  fake_pinning().set_host_register_error(2);  // out of memory
+  const int ranges_before = counts().ranges;
+  GuardAllocatorConfig c = small();
+  c.backend = GetParam();
+  GuardAllocator g(*backend_, c);
+  EXPECT_EQ(counts().ranges, ranges_before);
+  const Counts copies = copies_of_one_allocation(g);
+  EXPECT_EQ(copies.pinned_copies, 0);
+  EXPECT_GE(copies.pageable_copies, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Prefixes, DeviceGuardStaging, ::testing::Values(mate::device::Kind::Cuda, mate::device::Kind::Musa),
+                         [](const auto& info) { return std::string(mate::device::kind_name(info.param)); });
 
 }  // namespace

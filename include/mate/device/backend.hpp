@@ -53,6 +53,20 @@ class Backend {
   virtual Status write(std::uintptr_t dst, const void* src, std::size_t bytes) noexcept = 0;
   virtual Status read(void* dst, std::uintptr_t src, std::size_t bytes) noexcept = 0;
   virtual Status fill(std::uintptr_t dst, unsigned char value, std::size_t bytes) noexcept = 0;
+  // Page-locks [host, host + bytes) so that write()/read() from it run at the bus's speed (the
+  // guard's canary staging buffer; a pageable copy goes through the driver's own staging at
+  // about a third of it). Optional: an error (or a driver without the call) leaves the memory
+  // pageable and every copy still works. unpin_host() undoes a successful pin_host(). The host
+  // backend has nothing to pin.
+  virtual Status pin_host(void* host, std::size_t bytes) noexcept {
+    (void)host;
+    (void)bytes;
+    return Status::success();
+  }
+  virtual Status unpin_host(void* host) noexcept {
+    (void)host;
+    return Status::success();
+  }
   // Waits for all work queued on the device (a no-op on the host).
   virtual Status synchronize() noexcept = 0;
   // Sets *capturing when work queued on `stream` (a CUstream / MUstream handle; nullptr is the
