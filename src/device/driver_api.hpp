@@ -110,7 +110,9 @@ static_assert(sizeof(MemAccessDesc) == 12);
   X(MemsetD8, "MemsetD8", "_v2", Result, (DevicePtr, unsigned char, std::size_t))            \
   X(StreamIsCapturing, "StreamIsCapturing", "", Result, (Stream, int*))                     \
   X(MemHostRegister, "MemHostRegister", "_v2", Result, (void*, std::size_t, unsigned int))   \
-  X(MemHostUnregister, "MemHostUnregister", "", Result, (void*))
+  X(MemHostUnregister, "MemHostUnregister", "", Result, (void*))                            \
+  X(MemcpyDtoD, "MemcpyDtoD", "_v2", Result, (DevicePtr, DevicePtr, std::size_t))            \
+  X(StreamSynchronize, "StreamSynchronize", "", Result, (Stream))
 
 // One enumerator per entry point, in MATE_DRIVER_ENTRY_POINTS order.
 enum class Call : int {
@@ -118,11 +120,12 @@ enum class Call : int {
   MATE_DRIVER_ENTRY_POINTS(MATE_DRIVER_ENUM)
 #undef MATE_DRIVER_ENUM
 };
-// Entry points MATE works without (left nullptr when the library lacks them): page-locking
-// the guard's staging buffer only makes its canary copies faster. Resolved as name + suffix,
-// else the bare name (a driver that never versioned it).
+// Entry points MATE works without (left nullptr when the library lacks them): they only make
+// the guard's canary copies faster (page-locked staging; copies within the device). Resolved as
+// name + suffix, else the bare name (a driver that never versioned it).
 constexpr bool optional_call(Call call) noexcept {
-  return call == Call::MemHostRegister || call == Call::MemHostUnregister;
+  return call == Call::MemHostRegister || call == Call::MemHostUnregister || call == Call::MemcpyDtoD ||
+         call == Call::StreamSynchronize;
 }
 
 #define MATE_DRIVER_COUNT(member, name, suffix, ret, params) +1

@@ -199,6 +199,21 @@ class VmmBackend final : public DriverBackend {
     return Status::success();
   }
 
+  Status copy_within(std::uintptr_t dst, std::uintptr_t src, std::size_t bytes) noexcept override {
+    if (api_.MemcpyDtoD == nullptr || api_.StreamSynchronize == nullptr)
+      return invalid("copy_within: the driver library has no MemcpyDtoD or StreamSynchronize entry point");
+    if (bytes == 0) return Status::success();
+    ContextScope scope(api_, ctx_);
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    // A device-to-device copy returns before it is done: wait for it on the stream it went to
+    // (the legacy default stream), so that the bytes are in place on return, as after write().
+    Result r = api_.MemcpyDtoD(dst, src, bytes);
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::MemcpyDtoD)};
+    r = api_.StreamSynchronize(nullptr);
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::StreamSynchronize)};
+    return Status::success();
+  }
+
   Status fill(std::uintptr_t dst, unsigned char value, std::size_t bytes) noexcept override {
     if (bytes == 0) return Status::success();
     ContextScope scope(api_, ctx_);

@@ -61,6 +61,11 @@ class HostBackend final : public Backend {
     return Status::success();
   }
 
+  Status copy_within(std::uintptr_t dst, std::uintptr_t src, std::size_t bytes) noexcept override {
+    std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    return Status::success();
+  }
+
   Status fill(std::uintptr_t dst, unsigned char value, std::size_t bytes) noexcept override {
     std::memset(reinterpret_cast<void*>(dst), value, bytes);
     return Status::success();

@@ -135,6 +135,10 @@ GuardAllocator::~GuardAllocator() {
   }
   for (Slot s; table_->quarantine_pop(&s);) backend_.release(s.reservation, s.reserved());
   if (table_->scratch_pinned) backend_.unpin_host(table_->scratch);
+  if (table_->pattern_image.bytes != 0) {
+    backend_.unmap(table_->pattern_image.base, table_->pattern_image.bytes);
+    backend_.release(table_->pattern_image.base, table_->pattern_image.bytes);
+  }
   delete map_budget_;
   delete table_;
 }
@@ -213,16 +217,54 @@ AllocResult GuardAllocator::write_canaries(const Placement& p, std::uintptr_t ba
   const CanaryRanges ranges = canary_ranges(probe);
   std::unique_lock<std::mutex> scratch_lock(table_->scratch_mutex, std::defer_lock);
   if (backend_.kind() != device::Kind::Host) scratch_lock.lock();
-  device::Status s1 = write_canary(backend_, ranges.before, ranges.before_bytes, table_->scratch,
-                                   SlotTable::kScratchBytes);
-  device::Status s2 = write_canary(backend_, ranges.after, ranges.after_bytes, table_->scratch,
-                                   SlotTable::kScratchBytes);
-  if (!s1.ok() || !s2.ok()) {
+  const PatternImage* image = backend_.kind() != device::Kind::Host ? pattern_image_locked() : nullptr;
+  auto write_both = [&](const PatternImage* from) {
+    device::Status s = write_canary(backend_, ranges.before, ranges.before_bytes, table_->scratch,
+                                    SlotTable::kScratchBytes, from);
+    return s.ok() ? write_canary(backend_, ranges.after, ranges.after_bytes, table_->scratch,
+                                 SlotTable::kScratchBytes, from)
+                  : s;
+  };
+  device::Status written = write_both(image);
+  if (!written.ok() && image != nullptr) written = write_both(nullptr);  // the device copy failed: stage it
+  if (!written.ok()) {
     backend_.unmap(p.mapping_at(base), p.mapped);
     backend_.release(base, p.reserved);
     return {0, AllocError::BackendError, "guard allocator: writing the canary failed"};
   }
   return {};
+}
+
+// The device copy of the canary pattern (under scratch_mutex), made on first use: one mapping
+// of the staging buffer's size plus one pattern period, filled through the staging buffer once.
+// nullptr when the backend cannot copy within the device or the mapping fails (canaries are then
+// staged through the host, as before).
+const PatternImage* GuardAllocator::pattern_image_locked() noexcept {
+  if (!table_->pattern_image_tried) {
+    table_->pattern_image_tried = true;
+    const std::size_t g = backend_.granularity();
+    const std::size_t bytes = (SlotTable::kScratchBytes + kPatternBytes + g - 1) / g * g;
+    std::uintptr_t base = 0;
+    if (!backend_.reserve(bytes, &base).ok()) return nullptr;
+    auto give_back = [&](bool mapped) {
+      if (mapped) backend_.unmap(base, bytes);
+      backend_.release(base, bytes);
+      return nullptr;
+    };
+    if (!backend_.map(base, bytes).ok()) return give_back(false);
+    if (base % kPatternBytes != 0 ||
+        !write_canary(backend_, base, bytes, table_->scratch, SlotTable::kScratchBytes).ok())
+      return give_back(true);
+    // One device-side copy proves the backend has it (and that it gives back the pattern).
+    unsigned char probe[64];
+    const std::uintptr_t to = base + kPatternBytes, from = base + 3;
+    if (!backend_.copy_within(to + 3, from, sizeof probe).ok() || !backend_.read(probe, to + 3, sizeof probe).ok())
+      return give_back(true);
+    for (std::size_t i = 0; i < sizeof probe; ++i)
+      if (probe[i] != canary_byte(to + 3 + i)) return give_back(true);
+    table_->pattern_image = {base, bytes};
+  }
+  return table_->pattern_image.bytes != 0 ? &table_->pattern_image : nullptr;
 }
 
 // Takes a slot for the allocation and marks it live (its id in *id); on failure (the table is

@@ -19,6 +19,7 @@
 #include <mutex>
 
 #include "mate/guard/allocator.hpp"
+#include "guard/canary.hpp"
 #include "guard/quarantine.hpp"
 #include "guard/slot.hpp"
 #include "guard/stack/stack_depot.hpp"
@@ -80,6 +81,11 @@ class SlotTable {
   unsigned char* scratch = nullptr;
   bool scratch_pinned = false;
   static constexpr std::size_t kScratchBytes = std::size_t{1} << 20;
+  // A device allocator's copy of the canary pattern in device memory (made at its first
+  // allocation, under scratch_mutex): a canary is then written by device-side copies from it,
+  // and no longer crosses the bus. Zero bytes: not made (yet), or not possible (pattern_image_tried).
+  PatternImage pattern_image;
+  bool pattern_image_tried = false;
 
  private:
   void grow_index() noexcept;

@@ -116,6 +116,7 @@ struct State {
   std::map<std::uintptr_t, std::size_t> pinned;
   long pinned_copies = 0;
   long pageable_copies = 0;
+  long device_copies = 0;  // cuMemcpyDtoD
   Result host_register_error = kSuccess;  // set: cuMemHostRegister fails with it
 };
 
@@ -526,6 +527,27 @@ Result fake_MemHostUnregister(void* host) {
   return kSuccess;
 }
 
+Result fake_MemcpyDtoD_v2(DevicePtr dst, DevicePtr src, std::size_t bytes) {
+  Locked l;
+  if (!l.s.initialized) return kNotInitialized;
+  if (current_context == nullptr) return kInvalidContext;
+  if (l.s.sticky_error != kSuccess) return l.s.sticky_error;
+  if (bytes == 0) return kSuccess;
+  if (!accessible(l.s, src, bytes, PROT_READ) || !accessible(l.s, dst, bytes, PROT_WRITE)) return kInvalidValue;
+  l.s.device_copies += 1;
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return kSuccess;
+}
+
+// The fake runs every copy at once: synchronizing a stream only reports the sticky error.
+Result fake_StreamSynchronize(void* stream) {
+  (void)stream;
+  Locked l;
+  if (!l.s.initialized) return kNotInitialized;
+  if (current_context == nullptr) return kInvalidContext;
+  return l.s.sticky_error;
+}
+
 Result fake_MemcpyHtoD_v2(DevicePtr dst, const void* src, std::size_t bytes) {
   Locked l;
   if (!l.s.initialized) return kNotInitialized;
@@ -672,6 +694,8 @@ FAKE_BOTH(MemsetD8_v2, (DevicePtr dst, unsigned char value, std::size_t bytes),
           (dst, value, bytes))
 FAKE_BOTH(StreamIsCapturing, (void* stream, int* status), (stream, status))
 FAKE_BOTH(MemHostUnregister, (void* host), (host))
+FAKE_BOTH(MemcpyDtoD_v2, (DevicePtr dst, DevicePtr src, std::size_t bytes), (dst, src, bytes))
+FAKE_BOTH(StreamSynchronize, (void* stream), (stream))
 // Versioned for CUDA (cuMemHostRegister_v2, as libcuda exports it); the MUSA name is left bare
 // here so that the loader's fall-back to an unversioned optional entry point is exercised.
 FAKE_EXPORT Result cuMemHostRegister_v2(void* host, std::size_t bytes, unsigned int flags) {
@@ -746,6 +770,12 @@ FAKE_EXPORT void fake_driver_pinned(int* ranges, long* pinned_copies, long* page
   *ranges = static_cast<int>(l.s.pinned.size());
   *pinned_copies = l.s.pinned_copies;
   *pageable_copies = l.s.pageable_copies;
+}
+
+// Device-to-device copies made so far (cuMemcpyDtoD).
+FAKE_EXPORT long fake_driver_device_copies() {
+  Locked l;
+  return l.s.device_copies;
 }
 
 // Makes cuMemHostRegister fail with `code` (e.g. 2, out of memory: page-locked memory is

@@ -870,52 +870,69 @@ TEST(GuardAllocator, ADeviceCanaryLargerThanTheStagingBufferIsCheckedAcrossChunk
   testing::internal::GetCapturedStderr();
 }
 
-// The fake driver's hooks for page-locked memory (tests/fake_driver).
-struct FakePinning {
+// The fake driver's hooks for page-locked memory and device-side copies (tests/fake_driver).
+struct FakeCopies {
   void (*pinned)(int*, long*, long*) = nullptr;
+  long (*device_copies)() = nullptr;
   void (*set_host_register_error)(int) = nullptr;
+  void (*counts)(int*, int*, int*) = nullptr;  // reservations, physical allocations, mappings
 };
 
-const FakePinning& fake_pinning() {
-  static FakePinning f = [] {
-    FakePinning r;
+const FakeCopies& fake_copies() {
+  static FakeCopies f = [] {
+    FakeCopies r;
     void* h = dlopen(MATE_FAKE_DRIVER_LIBRARY, RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) return r;
     r.pinned = reinterpret_cast<void (*)(int*, long*, long*)>(dlsym(h, "fake_driver_pinned"));
+    r.device_copies = reinterpret_cast<long (*)()>(dlsym(h, "fake_driver_device_copies"));
     r.set_host_register_error = reinterpret_cast<void (*)(int)>(dlsym(h, "fake_driver_set_host_register_error"));
+    r.counts = reinterpret_cast<void (*)(int*, int*, int*)>(dlsym(h, "fake_driver_counts"));
     return r;
   }();
   return f;
 }
 
-class DeviceGuardStaging : public ::testing::TestWithParam<mate::device::Kind> {
+// The guard's device canary through the fake driver: written by device-side copies from the
+// pattern's device image, read back at free through the page-locked staging buffer.
+class DeviceGuardCanaryCopies : public ::testing::TestWithParam<mate::device::Kind> {
  protected:
   void SetUp() override {
-    ASSERT_NE(fake_pinning().pinned, nullptr);
-    ASSERT_NE(fake_pinning().set_host_register_error, nullptr);
+    ASSERT_NE(fake_copies().pinned, nullptr);
+    ASSERT_NE(fake_copies().device_copies, nullptr);
+    ASSERT_NE(fake_copies().set_host_register_error, nullptr);
+    ASSERT_NE(fake_copies().counts, nullptr);
     std::string reason;
     backend_ = mate::device::open_driver_backend(GetParam(), 0, &reason);
     ASSERT_NE(backend_, nullptr) << reason;
   }
-  void TearDown() override { fake_pinning().set_host_register_error(0); }
+  void TearDown() override { fake_copies().set_host_register_error(0); }
 
   struct Counts {
     int ranges;
-    long pinned_copies, pageable_copies;
+    long pinned_copies, pageable_copies, device_copies;
   };
   static Counts counts() {
     Counts c{};
-    fake_pinning().pinned(&c.ranges, &c.pinned_copies, &c.pageable_copies);
+    fake_copies().pinned(&c.ranges, &c.pinned_copies, &c.pageable_copies);
+    c.device_copies = fake_copies().device_copies();
     return c;
   }
-  // One small allocation and its free: the copies of its canary, as counted by the fake.
+  // One small allocation and its free (after a first one, which makes the pattern's image): the
+  // copies of its canary, as counted by the fake.
   Counts copies_of_one_allocation(GuardAllocator& g) {
+    g.deallocate(g.allocate(100).ptr);
     const Counts before = counts();
     auto r = g.allocate(1000);
     EXPECT_TRUE(r) << r.message;
     EXPECT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
     const Counts after = counts();
-    return {after.ranges, after.pinned_copies - before.pinned_copies, after.pageable_copies - before.pageable_copies};
+    return {after.ranges, after.pinned_copies - before.pinned_copies, after.pageable_copies - before.pageable_copies,
+            after.device_copies - before.device_copies};
+  }
+  GuardAllocatorConfig config() const {
+    GuardAllocatorConfig c = small();
+    c.backend = GetParam();
+    return c;
   }
 
   mate::config::ScopedOverride fake_{mate::config::Var::MATE_FAKE_DRIVER_PATH, MATE_FAKE_DRIVER_LIBRARY};
@@ -923,36 +940,69 @@ class DeviceGuardStaging : public ::testing::TestWithParam<mate::device::Kind> {
 };
 
 // The staging buffer is page-locked for the allocator's lifetime (cuMemHostRegister, or the
-// MUSA fake's unversioned muMemHostRegister), so the canary crosses the bus from pinned memory.
-TEST_P(DeviceGuardStaging, TheCanaryIsCopiedThroughPageLockedMemory) {
+// MUSA fake's unversioned muMemHostRegister); the canary is written without crossing the bus.
+TEST_P(DeviceGuardCanaryCopies, WrittenOnTheDeviceReadBackThroughPageLockedMemory) {
   const int ranges_before = counts().ranges;
+  int reservations = 0, physicals = 0, mappings = 0;
+  fake_copies().counts(&reservations, &physicals, &mappings);
   {
-    GuardAllocatorConfig c = small();
-    c.backend = GetParam();
-    GuardAllocator g(*backend_, c);
+    GuardAllocator g(*backend_, config());
     EXPECT_EQ(counts().ranges, ranges_before + 1);
     const Counts copies = copies_of_one_allocation(g);
-    EXPECT_GE(copies.pinned_copies, 2);  // canary written, then read back at free
+    EXPECT_GE(copies.device_copies, 1);  // the canary written
+    EXPECT_GE(copies.pinned_copies, 1);  // and read back at free
     EXPECT_EQ(copies.pageable_copies, 0);
   }
   EXPECT_EQ(counts().ranges, ranges_before);  // unregistered with the allocator
+  int reservations_after = 0, physicals_after = 0, mappings_after = 0;  // the image given back too
+  fake_copies().counts(&reservations_after, &physicals_after, &mappings_after);
+  EXPECT_EQ(reservations_after, reservations);
+  EXPECT_EQ(physicals_after, physicals);
+  EXPECT_EQ(mappings_after, mappings);
+}
+
+// What the device copies wrote is the address-dependent pattern wherever the buffer starts: the
+// check finds every canary intact, and a corrupted byte far from the buffer is still found.
+TEST_P(DeviceGuardCanaryCopies, TheCopiedCanaryIsThePatternAtEveryOffset) {
+  GuardAllocatorConfig c = config();
+  std::vector<mate::guard::AllocResult> live;
+  for (std::size_t size : {1, 100, 1000, 4095, 4097, 20000, 65536 - 256, 65536}) {
+    for (Mode mode : {Mode::Tail, Mode::Head}) {
+      c.mode = mode;
+      GuardAllocator g(*backend_, c);
+      auto r = g.allocate(size);
+      ASSERT_TRUE(r) << r.message;
+      EXPECT_EQ(g.check_all(), 0u) << "size " << size << " mode " << mate::guard::to_string(mode);
+      EXPECT_EQ(g.deallocate(r.ptr), FreeResult::Ok);
+    }
+  }
+  c.mode = Mode::Tail;
+  GuardAllocator g(*backend_, c);
+  auto r = g.allocate(1000);
+  ASSERT_TRUE(r);
+  auto* far_before = reinterpret_cast<volatile unsigned char*>(r.ptr - 40000);  // device memory is host memory in the fake
+  *far_before = static_cast<unsigned char>(*far_before ^ 0xff);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(g.check_all(), 1u);
+  EXPECT_THAT(testing::internal::GetCapturedStderr(), HasSubstr("first corrupted byte: 40000 bytes before the start"));
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(g.deallocate(r.ptr), FreeResult::CanaryCorrupted);
+  testing::internal::GetCapturedStderr();
 }
 
 // Page-locked memory is limited; when the driver refuses it the guard still works, from
 // pageable memory.
-TEST_P(DeviceGuardStaging, WhenPageLockingIsRefusedTheCanaryStillWorks) {
-  fake_pinning().set_host_register_error(2);  // out of memory
+TEST_P(DeviceGuardCanaryCopies, WhenPageLockingIsRefusedTheCanaryStillWorks) {
+  fake_copies().set_host_register_error(2);  // out of memory
   const int ranges_before = counts().ranges;
-  GuardAllocatorConfig c = small();
-  c.backend = GetParam();
-  GuardAllocator g(*backend_, c);
+  GuardAllocator g(*backend_, config());
   EXPECT_EQ(counts().ranges, ranges_before);
   const Counts copies = copies_of_one_allocation(g);
   EXPECT_EQ(copies.pinned_copies, 0);
-  EXPECT_GE(copies.pageable_copies, 2);
+  EXPECT_GE(copies.pageable_copies, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Prefixes, DeviceGuardStaging, ::testing::Values(mate::device::Kind::Cuda, mate::device::Kind::Musa),
+INSTANTIATE_TEST_SUITE_P(Prefixes, DeviceGuardCanaryCopies, ::testing::Values(mate::device::Kind::Cuda, mate::device::Kind::Musa),
                          [](const auto& info) { return std::string(mate::device::kind_name(info.param)); });
 
 }  // namespace

@@ -16,6 +16,7 @@
 //    interposer. Errors come back as a Status with a static message.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
@@ -66,6 +67,15 @@ class Backend {
   virtual Status unpin_host(void* host) noexcept {
     (void)host;
     return Status::success();
+  }
+  // Copies [src, src + bytes) to [dst, dst + bytes), both mapped memory of this backend, and
+  // returns once the bytes are in place (as write() does). Optional: a backend without a
+  // device-side copy returns an error and the caller copies through the host.
+  virtual Status copy_within(std::uintptr_t dst, std::uintptr_t src, std::size_t bytes) noexcept {
+    (void)dst;
+    (void)src;
+    (void)bytes;
+    return {ENOSYS, "copy_within: this backend has no device-side copy"};
   }
   // Waits for all work queued on the device (a no-op on the host).
   virtual Status synchronize() noexcept = 0;

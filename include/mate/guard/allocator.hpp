@@ -170,6 +170,7 @@ struct Description {
 };
 
 class SlotTable;
+struct PatternImage;
 struct Slot;
 class MapEntryBudget;
 
@@ -222,6 +223,7 @@ class GuardAllocator {
   struct Placement;  // where an allocation's reservation, mapping and user pointer go (allocator.cpp)
   AllocResult reserve_and_map(const Placement& p, std::uintptr_t* base) noexcept;
   AllocResult write_canaries(const Placement& p, std::uintptr_t base, std::uintptr_t user, std::size_t size) noexcept;
+  const PatternImage* pattern_image_locked() noexcept;
   AllocResult record_live(const Placement& p, std::uintptr_t base, std::uintptr_t user, std::size_t size,
                           void* const* frames, int frame_count, std::uint64_t* id) noexcept;
   void log_allocation(const Placement& p, std::uintptr_t base, std::uintptr_t user, std::size_t size,
