@@ -20,8 +20,6 @@ bool resolve(Api* api, std::string* reason) {
     const std::string& symbol = api->symbols->entry[static_cast<int>(Call::member)];         \
     dlerror();                                                                               \
     void* address = dlsym(api->handle, symbol.c_str());                                      \
-    if (address == nullptr && optional_call(Call::member) && *suffix != '\0')                \
-      address = dlsym(api->handle, (api->symbols->prefix + name).c_str());                   \
     if (address == nullptr && !optional_call(Call::member)) {                                \
       *reason = api->library + ": missing entry point " + symbol +                           \
                 " (a driver too old for the virtual-memory API, or not a " +                 \
@@ -47,7 +45,6 @@ const Symbols& symbols(Kind kind) {
   s.entry[static_cast<int>(Call::member)] = p + name + suffix;
       MATE_DRIVER_ENTRY_POINTS(MATE_DRIVER_NAME)
 #undef MATE_DRIVER_NAME
-      s.prefix = p;
       s.make_context_current =
           p + "CtxGetCurrent/" + p + "CtxSetCurrent (making the device's primary context current)";
     }

@@ -121,8 +121,8 @@ enum class Call : int {
 #undef MATE_DRIVER_ENUM
 };
 // Entry points MATE works without (left nullptr when the library lacks them): they only make
-// the guard's canary copies faster (page-locked staging; copies within the device). Resolved as
-// name + suffix, else the bare name (a driver that never versioned it).
+// the guard's canary copies faster (page-locked staging; copies within the device). Resolved by
+// their exact names like the others: an unversioned cuMemcpyDtoD is the legacy 32-bit one.
 constexpr bool optional_call(Call call) noexcept {
   return call == Call::MemHostRegister || call == Call::MemHostUnregister || call == Call::MemcpyDtoD ||
          call == Call::StreamSynchronize;
@@ -137,7 +137,6 @@ inline constexpr int kCallCount = 0 MATE_DRIVER_ENTRY_POINTS(MATE_DRIVER_COUNT);
 // Status::what, which must outlive any backend.
 struct Symbols {
   std::string entry[kCallCount];  // in Call order
-  std::string prefix;             // "cu", "mu"
   std::string make_context_current;  // "cuCtxGetCurrent/cuCtxSetCurrent (making ... current)"
 };
 const Symbols& symbols(Kind kind);

@@ -235,15 +235,18 @@ AllocResult GuardAllocator::write_canaries(const Placement& p, std::uintptr_t ba
   return {};
 }
 
-// The device copy of the canary pattern (under scratch_mutex), made on first use: one mapping
-// of the staging buffer's size plus one pattern period, filled through the staging buffer once.
-// nullptr when the backend cannot copy within the device or the mapping fails (canaries are then
-// staged through the host, as before).
+// The device copy of the canary pattern (under scratch_mutex), made on first use: one granule
+// plus one pattern period (rounded to granules), so that any canary, which is always shorter
+// than a granule, is one device-side copy; filled through the staging buffer once. nullptr while
+// it cannot be made (no device-side copy, the mapping refused): canaries are then staged through
+// the host. A failure may be passing (device memory full for a moment), so it is tried again
+// at the next allocations, a few times in all.
 const PatternImage* GuardAllocator::pattern_image_locked() noexcept {
-  if (!table_->pattern_image_tried) {
-    table_->pattern_image_tried = true;
+  constexpr int kAttempts = 3;
+  if (table_->pattern_image.bytes == 0 && table_->pattern_image_attempts < kAttempts) {
+    table_->pattern_image_attempts += 1;
     const std::size_t g = backend_.granularity();
-    const std::size_t bytes = (SlotTable::kScratchBytes + kPatternBytes + g - 1) / g * g;
+    const std::size_t bytes = (g + kPatternBytes + g - 1) / g * g;
     std::uintptr_t base = 0;
     if (!backend_.reserve(bytes, &base).ok()) return nullptr;
     auto give_back = [&](bool mapped) {
@@ -255,13 +258,15 @@ const PatternImage* GuardAllocator::pattern_image_locked() noexcept {
     if (base % kPatternBytes != 0 ||
         !write_canary(backend_, base, bytes, table_->scratch, SlotTable::kScratchBytes).ok())
       return give_back(true);
-    // One device-side copy proves the backend has it (and that it gives back the pattern).
+    // A probe proves the device-side copy works and waits for itself: 64 bytes cleared, then
+    // copied back from elsewhere in the image, must read back as the pattern.
     unsigned char probe[64];
-    const std::uintptr_t to = base + kPatternBytes, from = base + 3;
-    if (!backend_.copy_within(to + 3, from, sizeof probe).ok() || !backend_.read(probe, to + 3, sizeof probe).ok())
+    const std::uintptr_t to = base + kPatternBytes + 3, from = base + 3;
+    if (!backend_.fill(to, 0, sizeof probe).ok() || !backend_.copy_within(to, from, sizeof probe).ok() ||
+        !backend_.read(probe, to, sizeof probe).ok())
       return give_back(true);
     for (std::size_t i = 0; i < sizeof probe; ++i)
-      if (probe[i] != canary_byte(to + 3 + i)) return give_back(true);
+      if (probe[i] != canary_byte(to + i)) return give_back(true);
     table_->pattern_image = {base, bytes};
   }
   return table_->pattern_image.bytes != 0 ? &table_->pattern_image : nullptr;

@@ -52,7 +52,9 @@ device::Status write_canary(device::Backend& backend, std::uintptr_t begin, std:
     });
     return device::Status::success();
   }
-  if (image != nullptr && image->bytes > kPatternBytes) {
+  // Shorter than a pattern period (a tail-mode buffer's alignment padding): one small copy from
+  // the host costs less than a device-side copy and its wait.
+  if (image != nullptr && image->bytes > kPatternBytes && bytes >= kPatternBytes) {
     const std::size_t most = image->bytes - kPatternBytes;
     for (std::size_t done = 0; done < bytes;) {
       const std::size_t n = std::min(most, bytes - done);

@@ -63,9 +63,9 @@ struct PatternImage {
 };
 
 // Writes / checks canary over [begin, begin + bytes). `scratch` (scratch_bytes, > 0) is a host
-// buffer for device copies. Checking adds to *check. With an `image`, a device canary is written
-// by device-side copies from it (Backend::copy_within), without staging; its error is returned
-// as is (the caller may write again without the image).
+// buffer for device copies. Checking adds to *check. With an `image`, a device canary of at least
+// kPatternBytes is written by device-side copies from it (Backend::copy_within), without
+// staging; its error is returned as is (the caller may write again without the image).
 device::Status write_canary(device::Backend& backend, std::uintptr_t begin, std::size_t bytes,
                             unsigned char* scratch, std::size_t scratch_bytes,
                             const PatternImage* image = nullptr) noexcept;

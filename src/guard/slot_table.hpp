@@ -83,9 +83,9 @@ class SlotTable {
   static constexpr std::size_t kScratchBytes = std::size_t{1} << 20;
   // A device allocator's copy of the canary pattern in device memory (made at its first
   // allocation, under scratch_mutex): a canary is then written by device-side copies from it,
-  // and no longer crosses the bus. Zero bytes: not made (yet), or not possible (pattern_image_tried).
+  // and no longer crosses the bus. Zero bytes: not made (yet; pattern_image_attempts so far).
   PatternImage pattern_image;
-  bool pattern_image_tried = false;
+  int pattern_image_attempts = 0;
 
  private:
   void grow_index() noexcept;

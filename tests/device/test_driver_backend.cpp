@@ -363,9 +363,8 @@ TEST_P(FakeDriverBackend, StreamCaptureIsReported) {
   EXPECT_FALSE(capturing);
 }
 
-// Page-locking host memory for faster copies: resolved as cuMemHostRegister_v2, and as the
-// fake's unversioned muMemHostRegister (the loader falls back to the bare name for optional
-// entry points); unpinning what is not pinned is a Status naming the call.
+// Page-locking host memory for faster copies (optional entry points, cuMemHostRegister_v2 /
+// muMemHostRegister_v2); unpinning what is not pinned is a Status naming the call.
 TEST_P(FakeDriverBackend, PinAndUnpinHostMemory) {
   auto b = open();
   ASSERT_NE(b, nullptr);
@@ -378,6 +377,28 @@ TEST_P(FakeDriverBackend, PinAndUnpinHostMemory) {
   Status twice = b->unpin_host(host.data());
   EXPECT_EQ(twice.code, 713);
   EXPECT_EQ(std::string(twice.what), std::string(call_prefix()) + "MemHostUnregister");
+}
+
+// A copy within the device (optional cuMemcpyDtoD_v2, then a wait on the stream) leaves the
+// bytes in place on return; a range that is not mapped is a Status naming the call.
+TEST_P(FakeDriverBackend, CopyWithinTheDevice) {
+  auto b = open();
+  ASSERT_NE(b, nullptr);
+  const std::size_t g = b->granularity();
+  std::uintptr_t base = 0;
+  ASSERT_TRUE(b->reserve(2 * g, &base).ok());
+  ASSERT_TRUE(b->map(base, g).ok());
+  const char text[] = "copied within the device";
+  ASSERT_TRUE(b->write(base, text, sizeof text).ok());
+  ASSERT_TRUE(b->copy_within(base + 1000, base, sizeof text).ok());
+  char back[sizeof text] = {};
+  ASSERT_TRUE(b->read(back, base + 1000, sizeof back).ok());
+  EXPECT_STREQ(back, text);
+  Status outside = b->copy_within(base + g, base, 16);  // the second granule is not mapped
+  EXPECT_EQ(outside.code, 1);
+  EXPECT_EQ(std::string(outside.what), std::string(call_prefix()) + "MemcpyDtoD_v2");
+  ASSERT_TRUE(b->unmap(base, g).ok());
+  ASSERT_TRUE(b->release(base, 2 * g).ok());
 }
 
 TEST_P(FakeDriverBackend, DeviceFaultComesBackFromSynchronize) {

@@ -116,7 +116,9 @@ struct State {
   std::map<std::uintptr_t, std::size_t> pinned;
   long pinned_copies = 0;
   long pageable_copies = 0;
-  long device_copies = 0;  // cuMemcpyDtoD
+  long device_copies = 0;          // cuMemcpyDtoD
+  long host_to_device_copies = 0;  // cuMemcpyHtoD
+  long device_to_host_copies = 0;  // cuMemcpyDtoH
   Result host_register_error = kSuccess;  // set: cuMemHostRegister fails with it
 };
 
@@ -504,7 +506,7 @@ void count_copy(State& s, const void* host, std::size_t bytes) {
   (pinned ? s.pinned_copies : s.pageable_copies) += 1;
 }
 
-Result fake_MemHostRegister(void* host, std::size_t bytes, unsigned int flags) {
+Result fake_MemHostRegister_v2(void* host, std::size_t bytes, unsigned int flags) {
   Locked l;
   if (!l.s.initialized) return kNotInitialized;
   if (current_context == nullptr) return kInvalidContext;
@@ -556,6 +558,7 @@ Result fake_MemcpyHtoD_v2(DevicePtr dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return kSuccess;
   if (src == nullptr || !accessible(l.s, dst, bytes, PROT_WRITE)) return kInvalidValue;
   count_copy(l.s, src, bytes);
+  l.s.host_to_device_copies += 1;
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   return kSuccess;
 }
@@ -574,6 +577,7 @@ Result fake_MemcpyDtoH_v2(void* dst, DevicePtr src, std::size_t bytes) {
   if (bytes == 0) return kSuccess;
   if (dst == nullptr || !accessible(l.s, src, bytes, PROT_READ)) return kInvalidValue;
   count_copy(l.s, dst, bytes);
+  l.s.device_to_host_copies += 1;
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return kSuccess;
 }
@@ -693,17 +697,10 @@ FAKE_BOTH(MemcpyDtoH_v2, (void* dst, DevicePtr src, std::size_t bytes), (dst, sr
 FAKE_BOTH(MemsetD8_v2, (DevicePtr dst, unsigned char value, std::size_t bytes),
           (dst, value, bytes))
 FAKE_BOTH(StreamIsCapturing, (void* stream, int* status), (stream, status))
+FAKE_BOTH(MemHostRegister_v2, (void* host, std::size_t bytes, unsigned int flags), (host, bytes, flags))
 FAKE_BOTH(MemHostUnregister, (void* host), (host))
 FAKE_BOTH(MemcpyDtoD_v2, (DevicePtr dst, DevicePtr src, std::size_t bytes), (dst, src, bytes))
 FAKE_BOTH(StreamSynchronize, (void* stream), (stream))
-// Versioned for CUDA (cuMemHostRegister_v2, as libcuda exports it); the MUSA name is left bare
-// here so that the loader's fall-back to an unversioned optional entry point is exercised.
-FAKE_EXPORT Result cuMemHostRegister_v2(void* host, std::size_t bytes, unsigned int flags) {
-  return fake_MemHostRegister(host, bytes, flags);
-}
-FAKE_EXPORT Result muMemHostRegister(void* host, std::size_t bytes, unsigned int flags) {
-  return fake_MemHostRegister(host, bytes, flags);
-}
 
 FAKE_EXPORT Result cuGetErrorName(Result code, const char** out) {
   return error_text(code, false, true, out);
@@ -772,10 +769,12 @@ FAKE_EXPORT void fake_driver_pinned(int* ranges, long* pinned_copies, long* page
   *pageable_copies = l.s.pageable_copies;
 }
 
-// Device-to-device copies made so far (cuMemcpyDtoD).
-FAKE_EXPORT long fake_driver_device_copies() {
+// Copies made so far, by direction (cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyDtoD).
+FAKE_EXPORT void fake_driver_copies(long* host_to_device, long* device_to_host, long* device_to_device) {
   Locked l;
-  return l.s.device_copies;
+  *host_to_device = l.s.host_to_device_copies;
+  *device_to_host = l.s.device_to_host_copies;
+  *device_to_device = l.s.device_copies;
 }
 
 // Makes cuMemHostRegister fail with `code` (e.g. 2, out of memory: page-locked memory is

@@ -57,16 +57,16 @@ class Backend {
   // Page-locks [host, host + bytes) so that write()/read() from it run at the bus's speed (the
   // guard's canary staging buffer; a pageable copy goes through the driver's own staging at
   // about a third of it). Optional: an error (or a driver without the call) leaves the memory
-  // pageable and every copy still works. unpin_host() undoes a successful pin_host(). The host
-  // backend has nothing to pin.
+  // pageable and every copy still works. unpin_host() undoes a successful pin_host(). A backend
+  // without it (the host's: nothing to pin) returns an error.
   virtual Status pin_host(void* host, std::size_t bytes) noexcept {
     (void)host;
     (void)bytes;
-    return Status::success();
+    return {ENOSYS, "pin_host: this backend cannot page-lock host memory"};
   }
   virtual Status unpin_host(void* host) noexcept {
     (void)host;
-    return Status::success();
+    return {ENOSYS, "unpin_host: this backend cannot page-lock host memory"};
   }
   // Copies [src, src + bytes) to [dst, dst + bytes), both mapped memory of this backend, and
   // returns once the bytes are in place (as write() does). Optional: a backend without a
