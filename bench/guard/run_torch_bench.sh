@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `import torch` and a small CPU training step (torch.nn.Linear, autograd, SGD) under glibc
+# `import torch` and a small CPU training step (examples/python/torch_train_step.py:
+# torch.nn.Linear, autograd, SGD) under glibc
 # malloc, MATE's guarded allocator (mate guard-run, defaults: no variable set) and Electric Fence
 # (libefence.so), in one run: wall time and peak RSS by /usr/bin/time, ratios against glibc in
 # the same run. Debian's /usr/bin/python3 with python3-torch (issue 20's goal: import torch
@@ -12,6 +13,7 @@
 # stock vm.max_map_count of 65530 it runs out of them during `import torch`).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/measure.sh"
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${1:-build/default}
 runs=${2:-3}
 mate="$build/bin/mate"
@@ -21,22 +23,8 @@ python=/usr/bin/python3
 [ -x /usr/bin/time ] || { echo "run_torch_bench.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 efence=$(find_lib libefence.so)
 
-scratch=$(mktemp -d)
+scratch=$(mktemp -d)  # measure's output files
 trap 'rm -rf "$scratch"' EXIT
-cat > "$scratch/train.py" <<'PY'
-import torch
-torch.manual_seed(0)
-model = torch.nn.Linear(16, 4)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-x = torch.randn(32, 16)
-y = torch.randn(32, 4)
-for step in range(5):
-    opt.zero_grad()
-    loss = ((model(x) - y) ** 2).mean()
-    loss.backward()
-    opt.step()
-print("loss %.6f" % loss.item())
-PY
 
 run() {  # name, command prefix...
   local name=$1; shift
@@ -51,7 +39,7 @@ for what in import train; do
   if [ "$what" = import ]; then
     command=("$python" -c 'import torch'); title="python3 -c 'import torch'"
   else
-    command=("$python" "$scratch/train.py"); title="python3 train.py (import torch, nn.Linear, 5 SGD steps)"
+    command=("$python" "$root/examples/python/torch_train_step.py"); title="python3 torch_train_step.py (import torch, nn.Linear, 5 SGD steps)"
   fi
   echo "$title; medians of $runs runs; vm.max_map_count $(cat /proc/sys/vm/max_map_count)"
   echo "| allocator | seconds | time × glibc | peak RSS KiB | RSS × glibc |"

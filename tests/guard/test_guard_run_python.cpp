@@ -42,39 +42,25 @@ std::string why_not_runnable(const char* module) {
     if (!why.empty()) GTEST_SKIP() << why;                               \
   } while (0)
 
-mate::testing::RunResult guarded(std::vector<std::string> guard_args, const std::string& script) {
+// `mate guard-run GUARD_ARGS -- python3 PYTHON_ARGS`
+mate::testing::RunResult guarded_python(std::vector<std::string> guard_args, std::vector<std::string> python_args) {
   std::vector<std::string> argv{MATE_BINARY, "guard-run"};
   argv.insert(argv.end(), guard_args.begin(), guard_args.end());
-  argv.insert(argv.end(), {"--", kPython, "-c", script});
+  argv.insert(argv.end(), {"--", kPython});
+  argv.insert(argv.end(), python_args.begin(), python_args.end());
   mate::testing::RunOptions options;
   options.env["PYTHONHASHSEED"] = "0";  // the same allocations from run to run (--mode auto)
   return run(argv, options);
 }
 
-// A small CPU training step: tensor ops, autograd, torch.nn.Linear, an optimizer. On stderr, in
-// the guarded run, whether every parameter's and gradient's storage ends where a tail-mode
-// guarded allocation does (its size rounded up to c10's 64 bytes ends at a page boundary):
-// glibc's heap would almost never place them so.
-const char* kTrainingStep = R"(
-import sys, torch
-torch.manual_seed(0)
-model = torch.nn.Linear(16, 4)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-x = torch.randn(32, 16)
-y = torch.randn(32, 4)
-for step in range(5):
-    opt.zero_grad()
-    loss = ((model(x) - y) ** 2).mean()
-    loss.backward()
-    opt.step()
-print("loss %.6f" % loss.item())
-print(model.weight.sum().item(), model.bias.sum().item())
-def page_end(t):
-    nbytes = t.element_size() * t.nelement()
-    return (t.data_ptr() + (nbytes + 63) // 64 * 64) % 4096 == 0
-tensors = [model.weight, model.bias, model.weight.grad, model.bias.grad, x, y]
-print("tensor storages at a guard:", all(page_end(t) for t in tensors), file=sys.stderr)
-)";
+mate::testing::RunResult guarded(std::vector<std::string> guard_args, const std::string& script) {
+  return guarded_python(std::move(guard_args), {"-c", script});
+}
+
+// A small CPU training step (examples/python/torch_train_step.py, also what
+// bench/guard/run_torch_bench.sh times). On stderr, whether every parameter's and gradient's
+// storage ends where a tail-mode guarded allocation does.
+const char* kTrainingStep = MATE_SOURCE_DIR "/examples/python/torch_train_step.py";
 
 TEST(GuardRunPython, ImportTorchBehavesAsWithoutTheGuard) {
   SKIP_UNLESS_PYTHON_HAS("torch");
@@ -122,8 +108,8 @@ TEST(GuardRunPython, PytestRunsATorchTestAsWithoutTheGuard) {
 // how many allocations were guarded and why the others were not.
 TEST(GuardRunPython, TrainingStepBehavesAsWithoutTheGuardWithTensorsGuarded) {
   SKIP_UNLESS_PYTHON_HAS("torch");
-  auto plain = run({kPython, "-c", kTrainingStep});
-  auto g = guarded({"--summary"}, kTrainingStep);
+  auto plain = run({kPython, kTrainingStep});
+  auto g = guarded_python({"--summary"}, {kTrainingStep});
   EXPECT_EQ(g.exit_code, plain.exit_code) << g.err;
   EXPECT_EQ(g.out, plain.out);
   EXPECT_THAT(g.err, HasSubstr("tensor storages at a guard: True"));
