@@ -17,6 +17,7 @@
 #include "mate/log/api.hpp"
 #include "dl_tensor.hpp"
 #include "log_chained_calls.hpp"
+#include "log_to_file.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -31,24 +32,10 @@ enum class Plain { A = 7 };
 using mate::testing::read_file;
 
 // Points the log at a fresh file with the given level and format for one test.
-class LogTest : public ::testing::Test {
+class LogTest : public ::testing::Test, protected mate::testing::LogToFile {
  protected:
-  void configure(int level, const char* format = "text") {
-    overrides_.clear();
-    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGLEVEL, std::to_string(level)));
-    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, path_));
-    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGFORMAT, format));
-    mate::log::reconfigure();
-  }
-  void TearDown() override {
-    overrides_.clear();
-    mate::log::reconfigure();
-  }
-  std::string log() { return read_file(path_); }
-
-  mate::testing::TempDir dir_{"mate_log_test"};
-  std::string path_ = (dir_ / "api.log").string();
-  std::vector<std::unique_ptr<ScopedOverride>> overrides_;
+  LogTest() : LogToFile("mate_log_test") {}
+  void TearDown() override { restore(); }
 };
 
 int evaluations = 0;

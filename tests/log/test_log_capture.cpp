@@ -21,6 +21,7 @@
 #include "mate/dump/dump.hpp"
 #include "mate/log/api.hpp"
 #include "mate/tensor/memory.hpp"
+#include "log_to_file.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -60,8 +61,9 @@ void device_scope(const DLTensor* x, void* stream) {
 // A call that names no stream: the device's default stream is asked about.
 void default_stream_call(const DLTensor* x) { MATE_API("Device.default", x).run([] {}); }
 
-class LogDuringCapture : public ::testing::TestWithParam<Kind> {
+class LogDuringCapture : public ::testing::TestWithParam<Kind>, protected mate::testing::LogToFile {
  protected:
+  LogDuringCapture() : LogToFile("mate_log_capture") {}
   void SetUp() override {
     ASSERT_NE(hooks().set, nullptr) << "fake driver hooks: " << dlerror();
     ASSERT_NE(hooks().get, nullptr);
@@ -80,8 +82,7 @@ class LogDuringCapture : public ::testing::TestWithParam<Kind> {
   }
   void TearDown() override {
     hooks().set(kCapturing, 0);
-    overrides_.clear();
-    mate::log::reconfigure();
+    restore();
     mate::dump::reconfigure();
     if (backend_) {
       mate::tensor::set_device_backend(GetParam(), nullptr);
@@ -89,14 +90,6 @@ class LogDuringCapture : public ::testing::TestWithParam<Kind> {
       backend_->release(base_, bytes_);
     }
   }
-  void configure(int level, const char* format = "text") {
-    overrides_.clear();
-    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGLEVEL, std::to_string(level)));
-    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, path_));
-    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGFORMAT, format));
-    mate::log::reconfigure();
-  }
-  std::string log() { return mate::testing::read_file(path_); }
   std::string note() const {
     return std::string("stats skipped: ") + mate::device::kind_title(GetParam()) + " graph capture in progress";
   }
@@ -108,9 +101,6 @@ class LogDuringCapture : public ::testing::TestWithParam<Kind> {
   std::vector<std::int64_t> shape_{4};
   DLTensor device_{};
   mate::testing::F32Tensor host_{{5, 6}, {2}};
-  mate::testing::TempDir dir_{"mate_log_capture"};
-  std::string path_ = (dir_ / "api.log").string();
-  std::vector<std::unique_ptr<ScopedOverride>> overrides_;
 };
 
 TEST_P(LogDuringCapture, OutsideACaptureDeviceTensorsHaveStatistics) {
