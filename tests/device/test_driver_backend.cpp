@@ -137,6 +137,24 @@ class FakeDriverBackend : public ::testing::TestWithParam<Kind> {
     return backend;
   }
 
+  // open(), then two granules reserved and the first mapped: [*base, *base + *g) usable, the next
+  // granule unmapped. nullptr when a step failed (the failure is reported).
+  std::unique_ptr<DriverBackend> open_mapped(std::size_t* g, std::uintptr_t* base) {
+    auto b = open();
+    if (b == nullptr) return nullptr;
+    *g = b->granularity();
+    if (Status s = b->reserve(2 * *g, base); !s.ok()) {
+      ADD_FAILURE() << "reserve: " << s.what;
+      return nullptr;
+    }
+    if (Status s = b->map(*base, *g); !s.ok()) {
+      ADD_FAILURE() << "map: " << s.what;
+      b->release(*base, 2 * *g);
+      return nullptr;
+    }
+    return b;
+  }
+
   const char* error_prefix() const { return GetParam() == Kind::Musa ? "MUSA_" : "CUDA_"; }
   const char* call_prefix() const { return GetParam() == Kind::Musa ? "mu" : "cu"; }
 
@@ -265,12 +283,10 @@ TEST_P(FakeDriverBackend, FakeRejectsMisalignedMapsAndSubRangeUnmaps) {
 }
 
 TEST_P(FakeDriverBackend, KernelTouchingAReservedGranuleFaults) {
-  auto b = open();
-  ASSERT_NE(b, nullptr);
-  const std::size_t g = b->granularity();
+  std::size_t g = 0;
   std::uintptr_t base = 0;
-  ASSERT_TRUE(b->reserve(2 * g, &base).ok());
-  ASSERT_TRUE(b->map(base, g).ok());
+  auto b = open_mapped(&g, &base);
+  ASSERT_NE(b, nullptr);
   kernel_store(base + g - 1, 1);  // the last mapped byte is fine
   // One byte past the mapping: the guard granule.
   EXPECT_EXIT((catch_faults(), kernel_store(base + g, 1)), ::testing::ExitedWithCode(42),
@@ -285,12 +301,10 @@ TEST_P(FakeDriverBackend, KernelTouchingAReservedGranuleFaults) {
 }
 
 TEST_P(FakeDriverBackend, MappedButNoAccessGrantedFaults) {
-  auto b = open();
-  ASSERT_NE(b, nullptr);
-  const std::size_t g = b->granularity();
+  std::size_t g = 0;
   std::uintptr_t base = 0;
-  ASSERT_TRUE(b->reserve(2 * g, &base).ok());
-  ASSERT_TRUE(b->map(base, g).ok());
+  auto b = open_mapped(&g, &base);
+  ASSERT_NE(b, nullptr);
   // Revoke access through the driver API directly: the mapping stays, access goes.
   struct {
     int type, id, flags;
@@ -382,12 +396,10 @@ TEST_P(FakeDriverBackend, PinAndUnpinHostMemory) {
 // A copy within the device (optional cuMemcpyDtoD_v2, then a wait on the stream) leaves the
 // bytes in place on return; a range that is not mapped is a Status naming the call.
 TEST_P(FakeDriverBackend, CopyWithinTheDevice) {
-  auto b = open();
-  ASSERT_NE(b, nullptr);
-  const std::size_t g = b->granularity();
+  std::size_t g = 0;
   std::uintptr_t base = 0;
-  ASSERT_TRUE(b->reserve(2 * g, &base).ok());
-  ASSERT_TRUE(b->map(base, g).ok());
+  auto b = open_mapped(&g, &base);
+  ASSERT_NE(b, nullptr);
   const char text[] = "copied within the device";
   ASSERT_TRUE(b->write(base, text, sizeof text).ok());
   ASSERT_TRUE(b->copy_within(base + 1000, base, sizeof text).ok());
