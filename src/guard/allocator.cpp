@@ -135,10 +135,7 @@ GuardAllocator::~GuardAllocator() {
   }
   for (Slot s; table_->quarantine_pop(&s);) backend_.release(s.reservation, s.reserved());
   if (table_->scratch_pinned) backend_.unpin_host(table_->scratch);
-  if (table_->pattern_image.bytes != 0) {
-    backend_.unmap(table_->pattern_image.base, table_->pattern_image.bytes);
-    backend_.release(table_->pattern_image.base, table_->pattern_image.bytes);
-  }
+  free_pattern_image();
   delete map_budget_;
   delete table_;
 }
@@ -215,61 +212,19 @@ AllocResult GuardAllocator::write_canaries(const Placement& p, std::uintptr_t ba
   probe.user = user;
   probe.size = size;
   const CanaryRanges ranges = canary_ranges(probe);
-  std::unique_lock<std::mutex> scratch_lock(table_->scratch_mutex, std::defer_lock);
-  if (backend_.kind() != device::Kind::Host) scratch_lock.lock();
-  const PatternImage* image = backend_.kind() != device::Kind::Host ? pattern_image_locked() : nullptr;
-  auto write_both = [&](const PatternImage* from) {
-    device::Status s = write_canary(backend_, ranges.before, ranges.before_bytes, table_->scratch,
-                                    SlotTable::kScratchBytes, from);
-    return s.ok() ? write_canary(backend_, ranges.after, ranges.after_bytes, table_->scratch,
-                                 SlotTable::kScratchBytes, from)
-                  : s;
-  };
-  device::Status written = write_both(image);
-  if (!written.ok() && image != nullptr) written = write_both(nullptr);  // the device copy failed: stage it
+  device::Status written;
+  if (backend_.kind() == device::Kind::Host) {  // plain memory, written in place: cannot fail
+    write_canary(backend_, ranges.before, ranges.before_bytes, table_->scratch, SlotTable::kScratchBytes);
+    written = write_canary(backend_, ranges.after, ranges.after_bytes, table_->scratch, SlotTable::kScratchBytes);
+  } else {
+    written = write_device_canaries(ranges);  // device_canary.cpp
+  }
   if (!written.ok()) {
     backend_.unmap(p.mapping_at(base), p.mapped);
     backend_.release(base, p.reserved);
     return {0, AllocError::BackendError, "guard allocator: writing the canary failed"};
   }
   return {};
-}
-
-// The device copy of the canary pattern (under scratch_mutex), made on first use: one granule
-// plus one pattern period (rounded to granules), so that any canary, which is always shorter
-// than a granule, is one device-side copy; filled through the staging buffer once. nullptr while
-// it cannot be made (no device-side copy, the mapping refused): canaries are then staged through
-// the host. A failure may be passing (device memory full for a moment), so it is tried again
-// at the next allocations, a few times in all.
-const PatternImage* GuardAllocator::pattern_image_locked() noexcept {
-  constexpr int kAttempts = 3;
-  if (table_->pattern_image.bytes == 0 && table_->pattern_image_attempts < kAttempts) {
-    table_->pattern_image_attempts += 1;
-    const std::size_t g = backend_.granularity();
-    const std::size_t bytes = (g + kPatternBytes + g - 1) / g * g;
-    std::uintptr_t base = 0;
-    if (!backend_.reserve(bytes, &base).ok()) return nullptr;
-    auto give_back = [&](bool mapped) {
-      if (mapped) backend_.unmap(base, bytes);
-      backend_.release(base, bytes);
-      return nullptr;
-    };
-    if (!backend_.map(base, bytes).ok()) return give_back(false);
-    if (base % kPatternBytes != 0 ||
-        !write_canary(backend_, base, bytes, table_->scratch, SlotTable::kScratchBytes).ok())
-      return give_back(true);
-    // A probe proves the device-side copy works and waits for itself: 64 bytes cleared, then
-    // copied back from elsewhere in the image, must read back as the pattern.
-    unsigned char probe[64];
-    const std::uintptr_t to = base + kPatternBytes + 3, from = base + 3;
-    if (!backend_.fill(to, 0, sizeof probe).ok() || !backend_.copy_within(to, from, sizeof probe).ok() ||
-        !backend_.read(probe, to, sizeof probe).ok())
-      return give_back(true);
-    for (std::size_t i = 0; i < sizeof probe; ++i)
-      if (probe[i] != canary_byte(to + i)) return give_back(true);
-    table_->pattern_image = {base, bytes};
-  }
-  return table_->pattern_image.bytes != 0 ? &table_->pattern_image : nullptr;
 }
 
 // Takes a slot for the allocation and marks it live (its id in *id); on failure (the table is

@@ -171,6 +171,7 @@ struct Description {
 
 class SlotTable;
 struct PatternImage;
+struct CanaryRanges;
 struct Slot;
 class MapEntryBudget;
 
@@ -223,7 +224,10 @@ class GuardAllocator {
   struct Placement;  // where an allocation's reservation, mapping and user pointer go (allocator.cpp)
   AllocResult reserve_and_map(const Placement& p, std::uintptr_t* base) noexcept;
   AllocResult write_canaries(const Placement& p, std::uintptr_t base, std::uintptr_t user, std::size_t size) noexcept;
+  // Device memory only (device_canary.cpp).
+  device::Status write_device_canaries(const CanaryRanges& ranges) noexcept;
   const PatternImage* pattern_image_locked() noexcept;
+  void free_pattern_image() noexcept;
   AllocResult record_live(const Placement& p, std::uintptr_t base, std::uintptr_t user, std::size_t size,
                           void* const* frames, int frame_count, std::uint64_t* id) noexcept;
   void log_allocation(const Placement& p, std::uintptr_t base, std::uintptr_t user, std::size_t size,
