@@ -44,7 +44,7 @@ declare -A about=(
   [sanitizer_vs_guard]="clean workload: plain, mate guard-run and compute-sanitizer memcheck times and their ratio"
   [dump_replay_guard]="MATE_LOGLEVEL=10 on the CUDA reference kernels, then mate replay --guard-alloc of the dump"
   [torch_load_dump]="torch.load (default weights_only) of the level-10 dump's .pt files"
-  [vmm_costs]="tests/gpu/vmm_costs: each driver VMM step of a guarded allocation timed alone, then the guard's allocate/deallocate (us per call)"
+  [vmm_costs]="tests/gpu/vmm_costs: each driver VMM step of a guarded allocation timed alone, then the guard's allocate/deallocate of a full granule and of a 1 KiB buffer (us per call)"
 )
 # Checks that run without a GPU in --no-gpu mode (the others are listed as what would run).
 no_gpu_checks=" carry_packages carry_prefix mate_version test_device test_driver_abi python_import "

@@ -1,7 +1,10 @@
 // Where a guarded device allocation's time goes: each virtual-memory step of the driver backend
 // timed on its own (reserve an address range, map physical memory into it with access, write and
 // read back a canary-sized piece, synchronize, unmap with the physical memory's release, release
-// the range), then a whole GuardAllocator allocate + deallocate, for one granule and for 16.
+// the range; and the whole mapping written and read back from pageable host memory), then a
+// whole GuardAllocator allocate + deallocate of a buffer filling the granules and of a 1 KiB
+// buffer (its canary fills the rest of the granule: what a small cudaMalloc pays), for one
+// granule and for 16.
 // Prints one line per step: microseconds per call, median of the rounds.
 //
 //   vmm_costs [ROUNDS]   (default 50; the driver is MATE_DEVICE_DRIVER's, as for the guard)
