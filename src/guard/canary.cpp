@@ -45,24 +45,11 @@ void for_each_run(std::uintptr_t begin, std::size_t bytes, F f) noexcept {
 }
 
 device::Status write_canary(device::Backend& backend, std::uintptr_t begin, std::size_t bytes,
-                            unsigned char* scratch, std::size_t scratch_bytes, const PatternImage* image) noexcept {
+                            unsigned char* scratch, std::size_t scratch_bytes) noexcept {
   if (backend.kind() == device::Kind::Host) {
     for_each_run(begin, bytes, [](std::uintptr_t a, const unsigned char* pattern, std::size_t n) {
       std::memcpy(reinterpret_cast<void*>(a), pattern, n);
     });
-    return device::Status::success();
-  }
-  // Shorter than a pattern period (a tail-mode buffer's alignment padding): one small copy from
-  // the host costs less than a device-side copy and its wait.
-  if (image != nullptr && image->bytes > kPatternBytes && bytes >= kPatternBytes) {
-    const std::size_t most = image->bytes - kPatternBytes;
-    for (std::size_t done = 0; done < bytes;) {
-      const std::size_t n = std::min(most, bytes - done);
-      const std::uintptr_t a = begin + done;
-      device::Status s = backend.copy_within(a, image->base + (a & (kPatternBytes - 1)), n);
-      if (!s.ok()) return s;
-      done += n;
-    }
     return device::Status::success();
   }
   // The staging chunk is filled by copying runs of the pattern table: a byte-by-byte fill cost

@@ -56,19 +56,16 @@ struct CanaryCheck {
 
 // The pattern laid out in device memory: `bytes` (more than kPatternBytes) from `base`, a
 // multiple of kPatternBytes, so that the canary for any address a starts at
-// base + (a % kPatternBytes).
+// base + (a % kPatternBytes) (src/guard/device_canary.cpp).
 struct PatternImage {
   std::uintptr_t base = 0;
   std::size_t bytes = 0;
 };
 
 // Writes / checks canary over [begin, begin + bytes). `scratch` (scratch_bytes, > 0) is a host
-// buffer for device copies. Checking adds to *check. With an `image`, a device canary of at least
-// kPatternBytes is written by device-side copies from it (Backend::copy_within), without
-// staging; its error is returned as is (the caller may write again without the image).
+// buffer for device copies. Checking adds to *check.
 device::Status write_canary(device::Backend& backend, std::uintptr_t begin, std::size_t bytes,
-                            unsigned char* scratch, std::size_t scratch_bytes,
-                            const PatternImage* image = nullptr) noexcept;
+                            unsigned char* scratch, std::size_t scratch_bytes) noexcept;
 device::Status check_canary(device::Backend& backend, std::uintptr_t begin, std::size_t bytes,
                             unsigned char* scratch, std::size_t scratch_bytes,
                             CanaryCheck* check) noexcept;

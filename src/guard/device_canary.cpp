@@ -2,6 +2,7 @@
 // pattern kept in device memory, or staged through the host buffer `scratch`. Kept apart from
 // allocator.cpp so that the preload places it with the code a host-only program never runs
 // (src/guard/preload/preload_layout.ld).
+#include <algorithm>
 #include <mutex>
 
 #include "guard/allocator_reports.hpp"
@@ -10,6 +11,25 @@
 #include "mate/guard/allocator.hpp"
 
 namespace mate::guard {
+
+namespace {
+
+// Writes device canary over [begin, begin + bytes) by copies within the device from `image`,
+// nothing through the host; its error is returned as is (the caller stages the side instead).
+device::Status copy_canary_from_image(device::Backend& backend, std::uintptr_t begin, std::size_t bytes,
+                                      const PatternImage& image) noexcept {
+  const std::size_t most = image.bytes - kPatternBytes;  // from any offset within one period
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t n = std::min(most, bytes - done);
+    const std::uintptr_t a = begin + done;
+    device::Status s = backend.copy_within(a, image.base + (a & (kPatternBytes - 1)), n);
+    if (!s.ok()) return s;
+    done += n;
+  }
+  return device::Status::success();
+}
+
+}  // namespace
 
 // The device copy of the canary pattern (under scratch_mutex), made on first use: one granule
 // plus one pattern period (rounded to granules), so that any canary, which is always shorter
@@ -50,8 +70,9 @@ const PatternImage* GuardAllocator::pattern_image_locked() noexcept {
 
 // A side of at least a pattern period is copied on the device from the image, which never
 // changes once made (it lives as long as the allocator): no lock is held through the copy and
-// its wait, so other threads' canaries and checks go on meanwhile. Otherwise, or when that copy
-// failed, the side is staged through `scratch`, under its lock.
+// its wait, so other threads' canaries and checks go on meanwhile. A shorter side (a tail-mode
+// buffer's alignment padding: one small copy from the host costs less than a device-side copy
+// and its wait), or one whose copy failed, is staged through `scratch`, under its lock.
 device::Status GuardAllocator::write_device_canaries(const CanaryRanges& ranges) noexcept {
   const PatternImage* image = nullptr;
   {
@@ -60,7 +81,7 @@ device::Status GuardAllocator::write_device_canaries(const CanaryRanges& ranges)
   }
   auto write_side = [&](std::uintptr_t begin, std::size_t bytes) {
     if (bytes == 0) return device::Status::success();
-    if (image != nullptr && bytes >= kPatternBytes && write_canary(backend_, begin, bytes, nullptr, 0, image).ok())
+    if (image != nullptr && bytes >= kPatternBytes && copy_canary_from_image(backend_, begin, bytes, *image).ok())
       return device::Status::success();
     std::lock_guard<std::mutex> staging(table_->scratch_mutex);
     return write_canary(backend_, begin, bytes, table_->scratch, SlotTable::kScratchBytes);

@@ -73,10 +73,10 @@ class SlotTable {
   // Bounds of every reservation ever made, for GuardAllocator::may_hold().
   std::atomic<std::uintptr_t> lowest{UINTPTR_MAX};
   std::atomic<std::uintptr_t> highest{0};
-  // Host staging buffer for device canary copies (guarded by scratch_mutex); page-locked by a
-  // device allocator (scratch_pinned) so that a small buffer's canary, which fills the rest of
-  // its 2 MiB granule, crosses the bus in a few large copies at full speed. Untouched (and
-  // costing no resident memory) in a host allocator.
+  // Host staging buffer for device canary copies (guarded by scratch_mutex): the read-back at
+  // free (a small buffer's canary fills the rest of its 2 MiB granule), short canaries, and the
+  // pattern image's one fill. Page-locked by a device allocator (scratch_pinned) so that these
+  // run at the bus's speed; untouched (no resident memory) in a host allocator.
   std::mutex scratch_mutex;
   unsigned char* scratch = nullptr;
   bool scratch_pinned = false;
