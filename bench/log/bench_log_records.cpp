@@ -84,6 +84,17 @@ void BM_LogRecords(benchmark::State& state) {
 }
 BENCHMARK(BM_LogRecords)->Name("LogRecords/level")->Arg(1)->Arg(3)->Arg(5);
 
+// MATE's own part of a logged call: the same call logged to /dev/null, whose write(2) costs the
+// kernel next to nothing. Not in the goals; it shows what the rendering and bookkeeping cost.
+void BM_LogRecordsToNull(benchmark::State& state) {
+  const int level = static_cast<int>(state.range(0));
+  Tensor16x16 a, b;
+  LogTo log(level, "/dev/null");
+  for (auto _ : state) benchmark::DoNotOptimize(scaled_sum(&a.dl, &b.dl, 0.5f));
+  state.counters["calls_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_LogRecordsToNull)->Name("LogRecordsToNull/level")->Arg(1)->Arg(3)->Arg(5);
+
 // The baseline of level `range(0)`: the bytes one call logs at that level (measured here, with
 // the same call), written with as many bare write(2)s as the level writes records, to an
 // O_APPEND file.

@@ -11,12 +11,18 @@
 #include <optional>
 
 #include "log_internal.hpp"
+#include "mate/core/recent_device_ranges.hpp"
 #include "mate/device/vendors.hpp"
 #include "mate/tensor/memory.hpp"
 
 namespace mate::log::detail {
 
+// Allocated per logged call: kept within glibc's per-thread cache of small blocks (1032 bytes),
+// several times faster to allocate than a larger block (the inline buffers are sized for that).
 struct CallState {
+  CallState(const char* call, std::uint64_t number, std::shared_ptr<const Settings> snapshot) noexcept
+      : name(call), seq(number), settings(std::move(snapshot)), uncaught(std::uncaught_exceptions()) {}
+
   const char* name;
   std::optional<PythonOrigin> python;
   std::uint64_t seq;
@@ -24,12 +30,20 @@ struct CallState {
   std::chrono::steady_clock::time_point start;
   int uncaught;
   std::function<void(ArgList&)> outputs;
-  std::optional<Arg> return_value;
+  std::unique_ptr<Arg> return_value;  // the general path's (a heap Arg: rare, and the state stays small)
   CallOutcome outcome;
   ArgList inputs;          // collected when the call object is made, written by start_call
   void* stream = nullptr;  // the call's stream (ApiCall::stream); nullptr: the default stream
   bool started = false;    // the inputs record is written
+  // The fast path (text format, no hooks): records rendered straight from the arguments, no Arg
+  // lists. `text` is set when the inputs record was rendered so, when the call object was made.
+  bool text = false;
+  InlineRecordBuffer<384> inputs_text;  // the whole inputs record, written by start_call
+  DeviceRanges input_ranges;  // noted once it is written
+  InlineRecordBuffer<128> return_text;  // the return value's line ("return" as an Arg otherwise)
+  TextRecord return_record;  // rendering into return_text
 };
+static_assert(sizeof(CallState) <= 1032, "see above");
 
 namespace {
 
@@ -77,13 +91,48 @@ std::string demangle(const std::type_info& type) {
   return out;
 }
 
+void write_buffer(const CallState& s, const RecordBuffer& out) {
+  if (s.settings->sink) s.settings->sink->write(out.view());
+}
+
 // Renders one record into a buffer on the stack (no allocation for most records) and hands it
-// to the sink in one write.
-void write_record(const CallState& s, Event event, const std::vector<Arg>& args, const CallOutcome* outcome) {
+// to the sink in one write. `tail`: lines rendered before (the return value's, fast path).
+void write_record(const CallState& s, Event event, const std::vector<Arg>& args, const CallOutcome* outcome,
+                  const RecordBuffer* tail = nullptr) {
   if (!s.settings->sink) return;
-  Buffer out;
+  InlineRecordBuffer<2048> out;
   render(s.settings->format, header_for(s), event, s.settings->level, args, outcome, out);
-  s.settings->sink->write(std::string_view(out.data(), out.size()));
+  if (tail != nullptr) out.append(tail->view());
+  write_buffer(s, out);
+}
+
+// The fast path's inputs record: rendered now, while the values exist, written by start_call.
+// False when it gave up (see TextRecord): the inputs are then collected as Args.
+bool render_inputs(CallState& s, Collector collect, void* context) {
+  text_header(header_for(s), Event::Inputs, nullptr, s.inputs_text);
+  TextRecord record{&s.inputs_text, s.settings->level, true, false, &s.input_ranges};
+  ArgList list(record);
+  collect(context, list);
+  if (!record.gave_up) return true;
+  s.inputs_text.clear();
+  s.input_ranges.count = 0;
+  return false;
+}
+
+// The fast path's outputs record: false when it gave up (rendered from Args then).
+bool write_outputs_text(CallState& s, Event event) {
+  InlineRecordBuffer<2048> out;
+  text_header(header_for(s), event, &s.outcome, out);
+  if (!s.outcome.threw) {
+    TextRecord record{&out, s.settings->level, true};
+    ArgList list(record);
+    if (s.outputs) s.outputs(list);
+    if (s.return_value) write_text_arg(record, *s.return_value);
+    if (record.gave_up) return false;
+    out.append(s.return_text.view());
+  }
+  write_buffer(s, out);
+  return true;
 }
 
 // Marks in `kinds` the device kinds whose memory describing `args` would read (stats, dumps).
@@ -138,12 +187,16 @@ class CaptureScope {
 CallState* prepare_call(const char* name, Collector collect, void* context) {
   std::shared_ptr<const Settings> settings = current_settings();  // also latches g_level on the first call
   if (settings->level <= 0) return nullptr;
-  auto* s = new CallState{name, std::nullopt, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings),
-                          {}, std::uncaught_exceptions(), {}, {}, {}, {}, nullptr, false};
+  auto* s = new CallState(name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings));
   try {
-    // Copied now (ApiCall's values live only as long as its constructor); written by start_call,
-    // so that ApiCall::stream() can still name the call's stream.
-    if (s->settings->level >= 3) collect(context, s->inputs);
+    // Copied (or on the fast path rendered) now: ApiCall's values live only as long as its
+    // constructor; written by start_call, so that ApiCall::stream() can still name the call's
+    // stream.
+    if (s->settings->level >= 3) {
+      const bool fast = s->settings->format == Format::Text && s->settings->hooks.empty();
+      s->text = fast && render_inputs(*s, collect, context);
+      if (!s->text) collect(context, s->inputs);
+    }
   } catch (...) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.
   }
@@ -173,6 +226,11 @@ void start_call(CallState* s) {
   try {
     if (s->settings->level < 3) {
       write_record(*s, Event::Call, s->inputs.args(), nullptr);
+    } else if (s->text) {
+      // Written (one write(2), no buffering) before the body runs: a crash keeps the inputs.
+      write_buffer(*s, s->inputs_text);
+      for (int i = 0; i < s->input_ranges.count; ++i)
+        core::note_device_range(s->name, s->seq, s->input_ranges.lo[i], s->input_ranges.hi[i]);
     } else {
       CaptureScope capture(*s, s->inputs.args());
       // Written (one write(2), no buffering) before the body runs: a crash keeps the inputs.
@@ -191,9 +249,18 @@ void set_output_collector(CallState* state, std::function<void(ArgList&)> collec
   state->outputs = std::move(collect);
 }
 
-void add_return_value(CallState* state, Arg value) { state->return_value = std::move(value); }
+void add_return_value(CallState* state, Arg value) { state->return_value = std::make_unique<Arg>(std::move(value)); }
+
+TextRecord* return_record(CallState* state) noexcept {
+  if (!state->text) return nullptr;
+  state->return_record = TextRecord{&state->return_text, state->settings->level, true};
+  return &state->return_record;
+}
+
+void drop_return_text(CallState* state) noexcept { state->return_text.clear(); }
 
 void record_exception(CallState* state, const std::type_info* type, const char* message) {
+  if (state == nullptr) return;  // ended already: the return value's copy threw, after the record
   state->outcome.threw = true;
   try {
     state->outcome.exception_type = type ? demangle(*type) : "";
@@ -216,16 +283,18 @@ void end_call(CallState* s) noexcept {
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s->start).count();
     if (std::uncaught_exceptions() > s->uncaught) s->outcome.threw = true;  // scope form
     try {
-      const CallInfo info{s->name, s->seq, s->settings->level, s->python ? &*s->python : nullptr, s->stream};
-      ArgList outputs;
-      if (!s->outcome.threw) {
-        if (s->outputs) s->outputs(outputs);
-        if (s->return_value) outputs.push_back(std::move(*s->return_value));
+      const Event event = s->outcome.threw ? Event::Exception : Event::Outputs;
+      if (!s->text || !write_outputs_text(*s, event)) {
+        const CallInfo info{s->name, s->seq, s->settings->level, s->python ? &*s->python : nullptr, s->stream};
+        ArgList outputs;
+        if (!s->outcome.threw) {
+          if (s->outputs) s->outputs(outputs);
+          if (s->return_value) outputs.push_back(std::move(*s->return_value));
+        }
+        CaptureScope capture(*s, outputs.args());
+        write_record(*s, event, outputs.args(), &s->outcome, s->outcome.threw ? nullptr : &s->return_text);
+        for (CallHook* hook : s->settings->hooks) hook->after(info, outputs.args(), s->outcome);
       }
-      CaptureScope capture(*s, outputs.args());
-      Event event = s->outcome.threw ? Event::Exception : Event::Outputs;
-      write_record(*s, event, outputs.args(), &s->outcome);
-      for (CallHook* hook : s->settings->hooks) hook->after(info, outputs.args(), s->outcome);
     } catch (...) {
     }
   }

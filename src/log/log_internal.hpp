@@ -1,8 +1,6 @@
 // Private interface of the log component: settings, record rendering, in-flight calls.
 #pragma once
 
-#include <fmt/format.h>
-
 #include <ctime>
 #include <memory>
 #include <string>
@@ -10,6 +8,7 @@
 
 #include "mate/core/log_sink.hpp"
 #include "mate/log/api.hpp"
+#include "record_buffer.hpp"
 
 namespace mate::log::detail {
 
@@ -39,9 +38,35 @@ struct Header {
 
 // One record, newline-terminated (one line per record in JSON, several in text), appended to
 // `out` (a buffer with room for most records inline: no allocation for them).
-using Buffer = fmt::memory_buffer;
 void render(Format format, const Header& header, Event event, int level, const std::vector<Arg>& args,
-            const CallOutcome* outcome, Buffer& out);
+            const CallOutcome* outcome, RecordBuffer& out);
+
+// The header line of a text record (the whole record for Event::Call).
+void text_header(const Header& header, Event event, const CallOutcome* outcome, RecordBuffer& out);
+
+// The address ranges of the device tensors among a call's inputs, noted in core's ring once the
+// inputs record is written (note_device_ranges does the same from an Arg list).
+struct DeviceRanges {
+  static constexpr int kMax = 8;  // more: the record gives up (rendered from Args instead)
+  int count = 0;
+  std::uintptr_t lo[kMax];
+  std::uintptr_t hi[kMax];
+};
+
+// A text record whose argument lines are being written (TextWriter, ArgList in text mode).
+class TextRecord {
+ public:
+  RecordBuffer* out = nullptr;
+  int level = 0;
+  // The record is rendered without the check that the call's stream is not being captured into
+  // a graph (the stream is not known yet when the inputs are rendered; no CaptureScope on the
+  // fast path): at level 5 and above a tensor in device memory, whose statistics would read that
+  // memory, makes the record give up, to be rendered again from Arg lists (call.cpp).
+  bool device_stats_unchecked = false;
+  bool gave_up = false;
+  // Where the ranges of non-CPU tensors go (inputs only); nullptr: nowhere.
+  DeviceRanges* ranges = nullptr;
+};
 
 // Records the device ranges of `inputs`' tensors in core, for device-fault reports.
 void note_device_ranges(const char* call, std::uint64_t seq, const std::vector<Arg>& inputs) noexcept;

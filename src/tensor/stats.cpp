@@ -111,19 +111,48 @@ struct Dim {
   std::int64_t stride;  // elements, > 0 after normalization
 };
 
+// Up to kInline values in place, more on the heap (sized once): the statistics of a logged
+// tensor are computed for every call at level 5, and a tensor has a handful of dimensions.
+template <class T>
+class SmallArray {
+ public:
+  explicit SmallArray(std::size_t capacity) : data_(inline_) {
+    if (capacity > kInline) {
+      heap_.resize(capacity);
+      data_ = heap_.data();
+    }
+  }
+  SmallArray(const SmallArray&) = delete;
+  SmallArray& operator=(const SmallArray&) = delete;
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T& operator[](std::size_t i) noexcept { return data_[i]; }
+  const T& operator[](std::size_t i) const noexcept { return data_[i]; }
+  void push_back(const T& v) noexcept { data_[size_++] = v; }  // within the capacity given
+  void resize_down(std::size_t n) noexcept { size_ = n; }
+
+ private:
+  static constexpr std::size_t kInline = 8;
+  T inline_[kInline] = {};
+  std::vector<T> heap_;
+  T* data_;
+  std::size_t size_ = 0;
+};
+
 // The normalized walk: element offset of the first visited element, outer dims (outermost
 // first), the inner run, and how many logical elements each visited one stands for.
 struct Walk {
+  explicit Walk(const TensorView& t) : outer(static_cast<std::size_t>(t.ndim())) {}
   std::int64_t base = 0;
-  std::vector<Dim> outer;
+  SmallArray<Dim> outer;
   Dim inner{1, 1};
   std::int64_t multiplicity = 1;
 };
 
-Walk normalize(const TensorView& t) {
-  Walk w;
-  std::vector<Dim> dims;
-  dims.reserve(static_cast<std::size_t>(t.ndim()));
+// Fills `w` (made for `t`): the dims that take part, largest stride first, merged where one
+// continues another; the last of them becomes the inner run.
+void normalize(const TensorView& t, Walk& w) {
+  SmallArray<Dim>& dims = w.outer;
   for (int i = 0; i < t.ndim(); ++i) {
     std::int64_t size = t.shape(i), stride = t.stride(i);
     if (size == 1) continue;
@@ -138,30 +167,31 @@ Walk normalize(const TensorView& t) {
     dims.push_back({size, stride});
   }
   // Largest stride first, ties in dimension order: an insertion sort (a tensor has a handful of
-  // dimensions, and std::stable_sort allocates a buffer; statistics run on every logged tensor).
+  // dimensions, and std::stable_sort allocates a buffer).
   for (std::size_t i = 1; i < dims.size(); ++i)
     for (std::size_t j = i; j > 0 && dims[j - 1].stride < dims[j].stride; --j) std::swap(dims[j - 1], dims[j]);
-  std::vector<Dim> merged;
-  merged.reserve(dims.size());
-  for (const Dim& d : dims) {
-    if (!merged.empty() && merged.back().stride == d.stride * d.size) {
-      merged.back() = {merged.back().size * d.size, d.stride};
+  // Merged in place: merged[k] for k < kept, read from i >= kept.
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const Dim d = dims[i];
+    if (kept > 0 && dims[kept - 1].stride == d.stride * d.size) {
+      dims[kept - 1] = {dims[kept - 1].size * d.size, d.stride};
     } else {
-      merged.push_back(d);
+      dims[kept++] = d;
     }
   }
-  if (!merged.empty()) {
-    w.inner = merged.back();
-    merged.pop_back();
+  if (kept > 0) {
+    w.inner = dims[kept - 1];
+    --kept;
   }
-  w.outer = std::move(merged);
-  return w;
+  dims.resize_down(kept);
 }
 
 // Calls visit(element_offset) for the start of every inner run.
 template <class Visit>
 void for_each_run(const Walk& w, Visit visit) {
-  std::vector<std::int64_t> idx(w.outer.size(), 0);
+  SmallArray<std::int64_t> idx(w.outer.size());
+  for (std::size_t d = 0; d < w.outer.size(); ++d) idx.push_back(0);
   std::int64_t offset = w.base;
   while (true) {
     visit(offset);
@@ -212,7 +242,8 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
   r.unavailable = check(t);
   if (!r.unavailable.empty()) return r;
   const ScalarType type = t.scalar_type();
-  const Walk w = normalize(t);
+  Walk w(t);
+  normalize(t, w);
   const std::int64_t es = static_cast<std::int64_t>(t.element_size());
   const std::int64_t chunk = std::max<std::int64_t>(static_cast<std::int64_t>(options.chunk_bytes), es);
   const std::int64_t span = std::min<std::int64_t>(chunk, std::max<std::int64_t>(t.extent().size(), es));
@@ -269,7 +300,8 @@ StatsResult compute_stats(const TensorView& t, const StatsOptions& options) {
   r.unavailable = check(t);
   if (!r.unavailable.empty()) return r;
   const ScalarType type = t.scalar_type();
-  const Walk w = normalize(t);
+  Walk w(t);
+  normalize(t, w);
   Acc acc;
   if (t.numel() > 0) {
     const auto* origin = reinterpret_cast<const unsigned char*>(t.origin());

@@ -140,6 +140,11 @@ void set_stream(CallState* state, void* stream);
 void start_call(CallState* state);
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect);
 void add_return_value(CallState* state, Arg value);
+// The record the return value's line is rendered into on the fast path (text format, no hooks:
+// no Arg built); nullptr on the general path. drop_return_text forgets a line that gave up.
+TextRecord* return_record(CallState* state) noexcept;
+void drop_return_text(CallState* state) noexcept;
+// Does nothing for a null state (a call already ended).
 void record_exception(CallState* state, const std::type_info* type, const char* message);
 // An exception whose type is known by name (a Python exception: "ValueError").
 void record_exception_named(CallState* state, std::string type, std::string message);
@@ -257,11 +262,23 @@ template <class R>
 void* return_call(void* r) noexcept {
   auto& req = *static_cast<ReturnRequest<R>*>(r);
   try {
+    if (TextRecord* record = return_record(req.state)) {
+      write_text(*record, "return", *req.result);
+      if (!gave_up(*record)) return nullptr;
+      drop_return_text(req.state);
+    }
     Arg a = to_arg(*req.result);
     a.name = "return";
     add_return_value(req.state, std::move(a));
   } catch (...) {
   }
+  return nullptr;
+}
+// The return value, then the call's end: one step on the logging path instead of two.
+template <class R>
+void* return_and_end_call(void* r) noexcept {
+  return_call<R>(r);
+  end_call(static_cast<ReturnRequest<R>*>(r)->state);
   return nullptr;
 }
 
@@ -352,7 +369,8 @@ class [[nodiscard]] ApiCall {
           if (described()) {
             using Value = std::remove_reference_t<R>;
             detail::ReturnRequest<Value> req{state_, &result};
-            detail::cold_call(&detail::return_call<Value>, &req);
+            detail::cold_call(&detail::return_and_end_call<Value>, &req);
+            state_ = nullptr;  // ended: nothing left for the destructor
           }
         }
         return result;

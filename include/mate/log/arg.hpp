@@ -71,78 +71,55 @@ struct is_optional : std::false_type {};
 template <class T>
 struct is_optional<std::optional<T>> : std::true_type {};
 
-std::string int_type_name(bool is_signed, std::size_t bytes);
+// "i8" .. "i128", "u8" .. "u128": an integer type's name as logged.
+const char* int_type_name(bool is_signed, std::size_t bytes) noexcept;
 
-// Describes `v` in `a`, a default-constructed Arg (its name aside): in place, since an Arg is
-// large to move and a logged call makes one per argument.
-template <class T>
-void fill_arg(Arg& a, const T& v) {
+// The one dispatch from an argument's C++ type to what is logged of it. `to` is a writer of
+// values: ArgFiller (below: fills an Arg) or TextWriter (renders the text format's lines
+// straight from the value, no Arg built), so both show the same thing for every type.
+template <class To, class T>
+void describe(To& to, const T& v) {
   using U = std::remove_cvref_t<T>;
   if constexpr (std::is_same_v<U, tensor::TensorView>) {
-    a.kind = Arg::Kind::Tensor;
-    a.type = "tensor";
-    a.tensor.emplace(v.dl());
+    to.tensor(v.dl());
   } else if constexpr (std::is_same_v<U, DLTensor>) {
-    a.kind = Arg::Kind::Tensor;
-    a.type = "tensor";
-    a.tensor.emplace(v);
+    to.tensor(v);
   } else if constexpr (std::is_same_v<U, DLTensor*> || std::is_same_v<U, const DLTensor*>) {
-    a.type = "tensor";
-    if (v != nullptr) {
-      a.kind = Arg::Kind::Tensor;
-      a.tensor.emplace(*v);
-    }
+    if (v != nullptr) to.tensor(*v);
+    else to.none("tensor");
   } else if constexpr (std::is_same_v<U, DLManagedTensor*> || std::is_same_v<U, const DLManagedTensor*>) {
-    a.type = "tensor";
-    if (v != nullptr) {
-      a.kind = Arg::Kind::Tensor;
-      a.tensor.emplace(v->dl_tensor);
-    }
+    if (v != nullptr) to.tensor(v->dl_tensor);
+    else to.none("tensor");
   } else if constexpr (std::is_same_v<U, bool>) {
-    a.kind = Arg::Kind::Bool;
-    a.type = "bool";
-    a.bool_value = v;
+    to.boolean(v);
   } else if constexpr (std::is_enum_v<U>) {
-    a.kind = Arg::Kind::Enum;
-    a.type = "enum";
-    a.int_value = static_cast<std::int64_t>(v);
-    if constexpr (HasToString<U>) a.text = std::string(std::string_view(to_string(v)));
+    if constexpr (HasToString<U>) to.enumeration(static_cast<std::int64_t>(v), std::string_view(to_string(v)));
+    else to.enumeration(static_cast<std::int64_t>(v), std::string_view());
   } else if constexpr (std::is_integral_v<U> && std::is_signed_v<U>) {
-    a.kind = Arg::Kind::Int;
-    a.type = int_type_name(true, sizeof(U));
-    a.int_value = v;
+    to.integer(int_type_name(true, sizeof(U)), static_cast<std::int64_t>(v));
   } else if constexpr (std::is_integral_v<U>) {
-    a.kind = Arg::Kind::UInt;
-    a.type = int_type_name(false, sizeof(U));
-    a.uint_value = v;
+    to.unsigned_integer(int_type_name(false, sizeof(U)), static_cast<std::uint64_t>(v));
   } else if constexpr (std::is_floating_point_v<U>) {
-    a.kind = Arg::Kind::Float;
-    a.type = sizeof(U) == 4 ? "f32" : "f64";
-    a.float_value = static_cast<double>(v);
+    to.floating(sizeof(U) == 4, static_cast<double>(v));
   } else if constexpr (std::is_convertible_v<const U&, std::string_view> && !std::is_same_v<U, std::nullptr_t>) {
     if constexpr (std::is_pointer_v<std::decay_t<U>>) {
-      if (v == nullptr) {
-        a.type = "str";
-        return;
-      }
+      if (v == nullptr) return to.none("str");
     }
-    a.kind = Arg::Kind::String;
-    a.type = "str";
-    a.text = std::string(std::string_view(v));
+    to.string(std::string_view(v));
   } else if constexpr (std::is_same_v<U, std::nullopt_t> || std::is_same_v<U, std::nullptr_t>) {
-    a.type = "optional";
+    to.none("optional");
   } else if constexpr (is_optional<U>::value) {
-    if (v.has_value()) return fill_arg(a, *v);
-    a.type = "optional";
+    if (v.has_value()) describe(to, *v);
+    else to.none("optional");
   } else if constexpr (HasLogValue<U>) {
-    return fill_arg(a, mate_log_value(v));
-  } else if constexpr (std::ranges::range<U>) {
-    a.kind = Arg::Kind::List;
-    a.type = "list";
+    describe(to, mate_log_value(v));
+  } else if constexpr (std::ranges::forward_range<const U>) {
+    // The count comes first in the text form; a forward range can be walked twice.
+    to.list(static_cast<std::size_t>(std::ranges::distance(v)));
+    std::size_t i = 0;
     for (const auto& item : v) {
-      Arg& it = a.items.emplace_back();
-      fill_arg(it, item);
-      it.name = "[" + std::to_string(a.items.size() - 1) + "]";
+      auto each = to.item(i++);
+      describe(each, item);
     }
   } else {
     static_assert(sizeof(U) == 0,
@@ -152,6 +129,69 @@ void fill_arg(Arg& a, const T& v) {
   }
 }
 
+// Describes a value in an Arg: in place, since an Arg is large to move and a logged call makes
+// one per argument (the Arg is default-constructed, its name aside).
+class ArgFiller {
+ public:
+  explicit ArgFiller(Arg& a) noexcept : a_(&a) {}
+  void tensor(const DLTensor& t) {
+    a_->kind = Arg::Kind::Tensor;
+    a_->type = "tensor";
+    a_->tensor.emplace(t);
+  }
+  void none(const char* what) { a_->type = what; }
+  void boolean(bool v) {
+    a_->kind = Arg::Kind::Bool;
+    a_->type = "bool";
+    a_->bool_value = v;
+  }
+  void enumeration(std::int64_t value, std::string_view label) {
+    a_->kind = Arg::Kind::Enum;
+    a_->type = "enum";
+    a_->int_value = value;
+    a_->text = std::string(label);
+  }
+  void integer(const char* type, std::int64_t v) {
+    a_->kind = Arg::Kind::Int;
+    a_->type = type;
+    a_->int_value = v;
+  }
+  void unsigned_integer(const char* type, std::uint64_t v) {
+    a_->kind = Arg::Kind::UInt;
+    a_->type = type;
+    a_->uint_value = v;
+  }
+  void floating(bool f32, double v) {
+    a_->kind = Arg::Kind::Float;
+    a_->type = f32 ? "f32" : "f64";
+    a_->float_value = v;
+  }
+  void string(std::string_view v) {
+    a_->kind = Arg::Kind::String;
+    a_->type = "str";
+    a_->text = std::string(v);
+  }
+  void list(std::size_t n) {
+    a_->kind = Arg::Kind::List;
+    a_->type = "list";
+    a_->items.reserve(n);
+  }
+  ArgFiller item(std::size_t i) {
+    Arg& it = a_->items.emplace_back();
+    it.name = "[" + std::to_string(i) + "]";
+    return ArgFiller(it);
+  }
+
+ private:
+  Arg* a_;
+};
+
+template <class T>
+void fill_arg(Arg& a, const T& v) {
+  ArgFiller to(a);
+  describe(to, v);
+}
+
 template <class T>
 Arg to_arg(const T& v) {
   Arg a;
@@ -159,12 +199,56 @@ Arg to_arg(const T& v) {
   return a;
 }
 
+// A text record being rendered (src/log/text_args.cpp): the buffer, the level, and whether it
+// gave up (see TextWriter::tensor).
+class TextRecord;
+// True once `record` gave up: the caller renders it again from an Arg list.
+bool gave_up(const TextRecord& record) noexcept;
+
+// Writes one argument into a text record as the text format's lines: the same lines a record
+// rendered from the argument's Arg has (those are rendered through this class too).
+class TextWriter {
+ public:
+  // Starts the line of argument `name` at `depth` (1 for an argument, 2 for a list's item, ...).
+  TextWriter(TextRecord& record, std::string_view name, int depth = 1);
+  void tensor(const DLTensor& t);
+  void none(const char* what);
+  void boolean(bool v);
+  void enumeration(std::int64_t value, std::string_view label);  // label "": no to_string
+  void integer(const char* type, std::int64_t v);
+  void unsigned_integer(const char* type, std::uint64_t v);
+  void floating(bool f32, double v);
+  void string(std::string_view v);
+  void list(std::size_t n);
+  TextWriter item(std::size_t i);
+
+ private:
+  TextRecord* record_;
+  int depth_;
+};
+
+// The same for an Arg (from Python, or kept from before).
+void write_text_arg(TextRecord& record, const Arg& a);
+
+template <class T>
+void write_text(TextRecord& record, std::string_view name, const T& v) {
+  if (gave_up(record)) return;
+  TextWriter to(record, name);
+  describe(to, v);
+}
+
 }  // namespace detail
 
 class ArgList {
  public:
+  ArgList() = default;
+  // A list that renders what is added into `record` instead of keeping it (the text format's
+  // fast path: no Arg is built).
+  explicit ArgList(detail::TextRecord& record) noexcept : text_(&record) {}
+
   template <class T>
   void add(std::string_view name, const T& value) {
+    if (text_ != nullptr) return detail::write_text(*text_, name, value);
     if (args_.capacity() == 0) args_.reserve(8);  // one allocation for a call's usual arguments
     Arg& a = args_.emplace_back();
     try {
@@ -175,17 +259,23 @@ class ArgList {
       throw;
     }
   }
-  void reserve(std::size_t n) { args_.reserve(n); }
+  void reserve(std::size_t n) {
+    if (text_ == nullptr) args_.reserve(n);
+  }
   template <class T>
   void add(std::string_view /*spelled*/, const Named<T>& named) {
     add(named.name, named.value);
   }
-  void push_back(Arg a) { args_.push_back(std::move(a)); }
+  void push_back(Arg a) {
+    if (text_ != nullptr) return detail::write_text_arg(*text_, a);
+    args_.push_back(std::move(a));
+  }
   const std::vector<Arg>& args() const noexcept { return args_; }
   std::vector<Arg>& args() noexcept { return args_; }
 
  private:
   std::vector<Arg> args_;
+  detail::TextRecord* text_ = nullptr;
 };
 
 }  // namespace mate::log

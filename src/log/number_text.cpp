@@ -1,0 +1,108 @@
+// printf-exact "%.6g" and "%.1f", fast for the common values (see number_text.hpp).
+#include "number_text.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+
+namespace mate::log::detail {
+
+namespace {
+
+// 10^0 .. 10^22: every one exact in a double.
+constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                             1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+// `x` rounded to the nearest integer, when a double holding x (one rounding from the exact
+// value) leaves no doubt which integer that is; false near a tie (the caller then asks
+// std::to_chars, which rounds the exact value).
+bool round_unambiguous(double x, std::uint64_t& rounded) noexcept {
+  const double whole = std::floor(x);
+  const double frac = x - whole;
+  if (std::fabs(frac - 0.5) < 1e-6) return false;
+  rounded = static_cast<std::uint64_t>(whole) + (frac > 0.5 ? 1 : 0);
+  return true;
+}
+
+char* write_digits(char* out, std::uint64_t v, int count) noexcept {
+  for (int i = count - 1; i >= 0; --i) {
+    out[i] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  }
+  return out + count;
+}
+
+char* general6_slow(double v, char* out) noexcept {
+  return std::to_chars(out, out + kGeneral6Max, v, std::chars_format::general, 6).ptr;
+}
+
+}  // namespace
+
+char* write_general6(double v, char* out) noexcept {
+  if (!std::isfinite(v) || v == 0) return general6_slow(v, out);
+  const double a = std::fabs(v);
+  // The decimal exponent: floor(log10(a)), first estimated from the binary one (too small by
+  // at most one), so that the six digits are a * 10^(5 - e).
+  int e2 = 0;
+  std::frexp(a, &e2);  // a in [2^(e2-1), 2^e2)
+  int e = static_cast<int>(std::floor((e2 - 1) * 0.30102999566398120));
+  if (e < -17 || e > 26) return general6_slow(v, out);  // 10^(5 - e) must be exact
+  double scaled = e <= 5 ? a * kPow10[5 - e] : a / kPow10[e - 5];
+  if (scaled >= 1e6) {  // the estimate was one too small (at 1e6 itself both give the same digits)
+    ++e;
+    scaled = e <= 5 ? a * kPow10[5 - e] : a / kPow10[e - 5];
+  }
+  std::uint64_t m = 0;
+  if (!round_unambiguous(scaled, m)) return general6_slow(v, out);
+  if (m == 1000000) {  // rounded up into the next decade: 9.999996 -> 10.0000
+    m = 100000;
+    ++e;
+  }
+  if (m < 100000 || m > 999999) return general6_slow(v, out);
+
+  char d[6];
+  write_digits(d, m, 6);
+  int n = 6;  // significant digits kept: %g drops trailing zeros
+  while (n > 1 && d[n - 1] == '0') --n;
+  if (v < 0) *out++ = '-';
+  if (e < -4 || e >= 6) {
+    *out++ = d[0];
+    if (n > 1) {
+      *out++ = '.';
+      for (int i = 1; i < n; ++i) *out++ = d[i];
+    }
+    *out++ = 'e';
+    *out++ = e < 0 ? '-' : '+';
+    const int x = e < 0 ? -e : e;
+    return write_digits(out, static_cast<std::uint64_t>(x), x >= 100 ? 3 : 2);
+  }
+  if (e >= 0) {
+    for (int i = 0; i <= e; ++i) *out++ = i < n ? d[i] : '0';
+    if (n > e + 1) {
+      *out++ = '.';
+      for (int i = e + 1; i < n; ++i) *out++ = d[i];
+    }
+    return out;
+  }
+  *out++ = '0';
+  *out++ = '.';
+  for (int i = 0; i < -e - 1; ++i) *out++ = '0';
+  for (int i = 0; i < n; ++i) *out++ = d[i];
+  return out;
+}
+
+char* write_fixed1(double v, char* out) noexcept {
+  std::uint64_t tenths = 0;
+  // Below 1e14 tenths fit a double's 53 bits with room for the tie check.
+  if (std::isfinite(v) && std::fabs(v) < 1e14 && round_unambiguous(std::fabs(v) * 10, tenths)) {
+    if (std::signbit(v)) *out++ = '-';  // printf keeps the sign of -0.04 ("-0.0")
+    const auto r = std::to_chars(out, out + kFixed1Max, tenths / 10);
+    out = r.ptr;
+    *out++ = '.';
+    *out++ = static_cast<char>('0' + tenths % 10);
+    return out;
+  }
+  return std::to_chars(out, out + kFixed1Max, v, std::chars_format::fixed, 1).ptr;
+}
+
+}  // namespace mate::log::detail

@@ -1,0 +1,327 @@
+// The text format's records: the header line, then one line per argument (TextWriter), whether
+// the argument comes as a C++ value (ArgList in text mode: no Arg is built) or as an Arg (the
+// general path, Python's arguments). docs/logging.md shows the format.
+//
+// Rendering is most of a call's cost after the write(2) itself, so a record is built piece by
+// piece in the caller's RecordBuffer (no temporary strings, no format strings parsed), which the
+// sink writes as it is.
+#include <fmt/compile.h>
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "log_internal.hpp"
+#include "number_text.hpp"
+#include "mate/core/utc_time.hpp"
+#include "mate/tensor/stats.hpp"
+
+namespace mate::log::detail {
+
+namespace {
+
+void put(RecordBuffer& out, std::string_view s) { out.append(s); }
+void put(RecordBuffer& out, char c) { out.push_back(c); }
+
+// A string from the program as the text format shows it: control characters, backslashes and
+// (inside quotes) double quotes escaped as in JSON, so that no value can start a line that looks
+// like a record of its own. Other bytes, UTF-8 included, are kept.
+bool needs_escape(char c, bool quoted) {
+  return static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\' || (quoted && c == '"');
+}
+
+void append_escaped(RecordBuffer& out, std::string_view s, bool quoted) {
+  if (quoted) put(out, '"');
+  // Most names and values need no escape: the part before the first that does goes in at once.
+  std::size_t plain = 0;
+  while (plain < s.size() && !needs_escape(s[plain], quoted)) ++plain;
+  put(out, s.substr(0, plain));
+  s.remove_prefix(plain);
+  for (char c : s) {
+    switch (c) {
+      case '"': put(out, quoted ? "\\\"" : "\""); break;
+      case '\\': put(out, "\\\\"); break;
+      case '\n': put(out, "\\n"); break;
+      case '\r': put(out, "\\r"); break;
+      case '\t': put(out, "\\t"); break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          const char hex[] = "0123456789abcdef";
+          const auto u = static_cast<unsigned char>(c);
+          const char escaped[6] = {'\\', 'u', '0', '0', hex[u >> 4], hex[u & 15]};
+          out.append(escaped, sizeof escaped);
+        } else {
+          put(out, c);
+        }
+    }
+  }
+  if (quoted) put(out, '"');
+}
+
+// An integer in decimal (fmt's fastest path, no format string).
+template <class Int>
+void append_int(RecordBuffer& out, Int v) {
+  const fmt::format_int text(v);
+  out.append(text.data(), text.size());
+}
+
+// "a, b, c" for dims(0) .. dims(n - 1), without building a vector of them.
+template <class Dim>
+void append_dims(RecordBuffer& out, int n, Dim dims) {
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) put(out, ", ");
+    append_int(out, dims(i));
+  }
+}
+
+// An address as the JSON form writes it: "0x..." ("0x0" for zero).
+void append_address(RecordBuffer& out, std::uintptr_t a) {
+  char* const start = out.room(2 + 16);
+  start[0] = '0';
+  start[1] = 'x';
+  const auto r = std::to_chars(start + 2, start + 2 + 16, a, 16);
+  out.advance(static_cast<std::size_t>(r.ptr - start));
+}
+
+// `v` as printf's "%.1f" writes it (a call's wall time in microseconds).
+void append_fixed1(RecordBuffer& out, double v) {
+  char* const start = out.room(kFixed1Max);
+  out.advance(static_cast<std::size_t>(write_fixed1(v, start) - start));
+}
+
+// `v` as printf's "%.6g" writes it (statistics).
+void append_general6(RecordBuffer& out, double v) {
+  char* const start = out.room(kGeneral6Max);
+  out.advance(static_cast<std::size_t>(write_general6(v, start) - start));
+}
+
+void append_indent(RecordBuffer& out, int depth) {
+  static constexpr char kSpaces[] = "                                ";
+  std::size_t n = 2 * static_cast<std::size_t>(depth);
+  while (n > 0) {
+    const std::size_t step = std::min(n, sizeof kSpaces - 1);
+    out.append(kSpaces, step);
+    n -= step;
+  }
+}
+
+void text_stats(RecordBuffer& out, const tensor::TensorView& v, int depth) {
+  tensor::StatsResult r = tensor::compute_stats(v);
+  append_indent(out, depth + 1);
+  if (!r.stats) {
+    put(out, r.unavailable);
+    put(out, '\n');
+    return;
+  }
+  const tensor::Stats& s = *r.stats;
+  put(out, "stats:");
+  if (s.finite > 0) {
+    put(out, " min ");
+    append_general6(out, s.min);
+    put(out, " max ");
+    append_general6(out, s.max);
+    put(out, " mean ");
+    append_general6(out, s.mean);
+  } else {
+    put(out, " no finite values");
+  }
+  if (s.floating) {
+    put(out, " nan ");
+    append_int(out, s.nan);
+    put(out, " inf ");
+    append_int(out, s.inf);
+  }
+  put(out, '\n');
+}
+
+}  // namespace
+
+bool gave_up(const TextRecord& record) noexcept { return record.gave_up; }
+
+TextWriter::TextWriter(TextRecord& record, std::string_view name, int depth) : record_(&record), depth_(depth) {
+  RecordBuffer& out = *record.out;
+  append_indent(out, depth);
+  append_escaped(out, name, false);
+  put(out, ": ");
+}
+
+void TextWriter::none(const char* what) {
+  RecordBuffer& out = *record_->out;
+  put(out, "None (");
+  put(out, std::string_view(what));
+  put(out, ")\n");
+}
+
+void TextWriter::boolean(bool v) { put(*record_->out, v ? "bool true\n" : "bool false\n"); }
+
+void TextWriter::enumeration(std::int64_t value, std::string_view label) {
+  RecordBuffer& out = *record_->out;
+  put(out, "enum ");
+  if (label.empty()) {
+    append_int(out, value);
+  } else {
+    append_escaped(out, label, false);
+    put(out, " (");
+    append_int(out, value);
+    put(out, ')');
+  }
+  put(out, '\n');
+}
+
+void TextWriter::integer(const char* type, std::int64_t v) {
+  RecordBuffer& out = *record_->out;
+  put(out, std::string_view(type));
+  put(out, ' ');
+  append_int(out, v);
+  put(out, '\n');
+}
+
+void TextWriter::unsigned_integer(const char* type, std::uint64_t v) {
+  RecordBuffer& out = *record_->out;
+  put(out, std::string_view(type));
+  put(out, ' ');
+  append_int(out, v);
+  put(out, '\n');
+}
+
+void TextWriter::floating(bool f32, double v) {
+  // The shortest text that reads back as the same value of the argument's own type.
+  RecordBuffer& out = *record_->out;
+  constexpr std::size_t kMost = 64;  // "f64 -1.2345678901234567e-308\n" is 29
+  char* const start = out.room(kMost);
+  char* const end = f32 ? fmt::format_to(start, FMT_COMPILE("f32 {}\n"), static_cast<float>(v))
+                        : fmt::format_to(start, FMT_COMPILE("f64 {}\n"), v);
+  out.advance(static_cast<std::size_t>(end - start));
+}
+
+void TextWriter::string(std::string_view v) {
+  RecordBuffer& out = *record_->out;
+  put(out, "str ");
+  append_escaped(out, v, true);
+  put(out, '\n');
+}
+
+void TextWriter::list(std::size_t n) {
+  RecordBuffer& out = *record_->out;
+  put(out, "list of ");
+  append_int(out, n);
+  put(out, '\n');
+}
+
+TextWriter TextWriter::item(std::size_t i) {
+  char name[32] = "[";
+  const auto r = std::to_chars(name + 1, name + sizeof name - 1, i);
+  *r.ptr = ']';
+  return TextWriter(*record_, std::string_view(name, static_cast<std::size_t>(r.ptr + 1 - name)), depth_ + 1);
+}
+
+void TextWriter::tensor(const DLTensor& t) {
+  TextRecord& record = *record_;
+  RecordBuffer& out = *record.out;
+  const tensor::TensorView v(t);
+  const tensor::Memory memory = v.memory();
+  const bool device_memory = memory != tensor::Memory::Host && memory != tensor::Memory::Other;
+  if (record.device_stats_unchecked && record.level >= 5 && device_memory) {
+    record.gave_up = true;  // see TextRecord
+    return;
+  }
+  if (record.ranges != nullptr && t.device.device_type != kDLCPU && t.data != nullptr) {
+    DeviceRanges& ranges = *record.ranges;
+    if (ranges.count == DeviceRanges::kMax) {
+      record.gave_up = true;
+      return;
+    }
+    const tensor::VaRange r = v.va_range();
+    ranges.lo[ranges.count] = r.lo;
+    ranges.hi[ranges.count] = r.hi;
+    ++ranges.count;
+  }
+  const tensor::VaRange va = v.va_range();
+  put(out, "tensor ");
+  put(out, tensor::dtype_name(v.dtype()));
+  put(out, " [");
+  append_dims(out, v.ndim(), [&](int i) { return v.shape(i); });
+  put(out, "] strides [");
+  append_dims(out, v.ndim(), [&](int i) { return v.stride(i); });
+  put(out, ']');
+  if (v.byte_offset() != 0) {
+    put(out, " byte_offset ");
+    append_int(out, v.byte_offset());
+  }
+  put(out, ' ');
+  put(out, tensor::device_name(v.device()));
+  put(out, v.is_contiguous() ? " contiguous va [" : " non-contiguous va [");
+  append_address(out, va.lo);
+  put(out, ", ");
+  append_address(out, va.hi);
+  put(out, ") ");
+  append_int(out, va.size());
+  put(out, " bytes\n");
+  if (record.level >= 5) text_stats(out, v, depth_);
+}
+
+namespace {
+
+void write_arg(TextRecord& record, const Arg& a, int depth) {
+  TextWriter to(record, a.name, depth);
+  switch (a.kind) {
+    case Arg::Kind::None: return to.none(a.type.c_str());
+    case Arg::Kind::Bool: return to.boolean(a.bool_value);
+    case Arg::Kind::Int: return to.integer(a.type.c_str(), a.int_value);
+    case Arg::Kind::UInt: return to.unsigned_integer(a.type.c_str(), a.uint_value);
+    case Arg::Kind::Float: return to.floating(a.type == "f32", a.float_value);
+    case Arg::Kind::String: return to.string(a.text);
+    case Arg::Kind::Enum: return to.enumeration(a.int_value, a.text);
+    case Arg::Kind::Tensor: return to.tensor(a.tensor->dl());
+    case Arg::Kind::List:
+      to.list(a.items.size());
+      for (const Arg& item : a.items) write_arg(record, item, depth + 1);
+      return;
+  }
+}
+
+}  // namespace
+
+void write_text_arg(TextRecord& record, const Arg& a) {
+  if (!record.gave_up) write_arg(record, a, 1);
+}
+
+void text_header(const Header& h, Event event, const CallOutcome* outcome, RecordBuffer& out) {
+  // "[<timestamp> pid <pid> tid <tid> #<seq>] <name>", piece by piece (the header of every record).
+  char ts[core::kUtcMicrosMax];
+  put(out, '[');
+  put(out, std::string_view(ts, core::write_utc_iso8601_micros(h.time, ts)));
+  put(out, " pid ");
+  append_int(out, h.pid);
+  put(out, " tid ");
+  append_int(out, h.tid);
+  put(out, " #");
+  append_int(out, h.seq);
+  put(out, "] ");
+  put(out, std::string_view(h.name));
+  switch (event) {
+    case Event::Call: put(out, '\n'); return;
+    case Event::Inputs: put(out, " inputs\n"); return;
+    case Event::Outputs:
+      put(out, " outputs (");
+      append_fixed1(out, outcome->elapsed_us);
+      put(out, " us)\n");
+      return;
+    case Event::Exception:
+      put(out, " exception (");
+      append_fixed1(out, outcome->elapsed_us);
+      put(out, " us): ");
+      if (outcome->exception_type.empty() && outcome->exception_message.empty()) {
+        put(out, "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n");
+      } else {
+        if (!outcome->exception_type.empty()) {
+          append_escaped(out, outcome->exception_type, false);
+          put(out, ": ");
+        }
+        append_escaped(out, outcome->exception_message, false);
+        put(out, "\n");
+      }
+      return;
+  }
+}
+
+}  // namespace mate::log::detail

@@ -1,0 +1,82 @@
+// write_general6 and write_fixed1 (src/log/number_text.hpp) against printf itself, over values
+// of every magnitude, ties and near-ties included.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "log/number_text.hpp"
+
+namespace {
+
+std::string printf_text(const char* format, double v) {
+  char buf[400];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string general6(double v) {
+  char buf[mate::log::detail::kGeneral6Max];
+  return std::string(buf, mate::log::detail::write_general6(v, buf));
+}
+
+std::string fixed1(double v) {
+  char buf[mate::log::detail::kFixed1Max];
+  return std::string(buf, mate::log::detail::write_fixed1(v, buf));
+}
+
+std::vector<double> special_values() {
+  std::vector<double> v = {0.0, -0.0, 1.0, -1.0, 0.5, 0.625, 1.5, -2.0, 3.0, 20.0, 100000.0, 999999.0,
+                           999999.5, 999999.49999, 9999995.0, 0.1, 0.2, 0.3, 1e-4, 9.999995e-5, 1.234565,
+                           1.2345650000001, 123456.5, 1234565.0, 0.05, 0.25, 0.35, 0.45, 1e15, 1e16, 1e22, 1e23,
+                           1e-17, 1e-18, 1e-300, 5e-324, std::numeric_limits<double>::max(),
+                           std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN(), 0.04, -0.04, 0.05, -0.05, 0.15, 2.25, 1e14,
+                           99999999999999.95, 1e300};
+  for (int e = -30; e <= 30; ++e) {
+    const double p = std::pow(10.0, e);
+    for (double m : {1.0, 1.5, 9.999995, 9.9999949999, 1.000005, 4.5, 0.999999}) {
+      v.push_back(m * p);
+      v.push_back(-m * p);
+      v.push_back(std::nextafter(m * p, 0.0));
+      v.push_back(std::nextafter(m * p, 1e308));
+    }
+  }
+  return v;
+}
+
+TEST(NumberText, General6IsPrintfs) {
+  for (double v : special_values()) EXPECT_EQ(general6(v), printf_text("%.6g", v)) << printf_text("%.17g", v);
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<double> exponent(-25.0, 25.0), mantissa(-1.0, 1.0);
+  for (int i = 0; i < 300000; ++i) {
+    const double v = mantissa(rng) * std::pow(10.0, exponent(rng));
+    ASSERT_EQ(general6(v), printf_text("%.6g", v)) << printf_text("%.17g", v);
+  }
+  // Six-digit values and the halves between them: the ties the fast path must leave alone.
+  for (int i = 0; i < 200000; ++i) {
+    const double v = (100000 + static_cast<double>(rng() % 900000) + 0.5 * static_cast<double>(rng() % 2)) *
+                     std::pow(10.0, static_cast<int>(rng() % 30) - 20);
+    ASSERT_EQ(general6(v), printf_text("%.6g", v)) << printf_text("%.17g", v);
+  }
+}
+
+TEST(NumberText, Fixed1IsPrintfs) {
+  for (double v : special_values()) EXPECT_EQ(fixed1(v), printf_text("%.1f", v)) << printf_text("%.17g", v);
+  std::mt19937_64 rng(2);
+  std::uniform_real_distribution<double> exponent(-3.0, 16.0), mantissa(-1.0, 1.0);
+  for (int i = 0; i < 300000; ++i) {
+    const double v = mantissa(rng) * std::pow(10.0, exponent(rng));
+    ASSERT_EQ(fixed1(v), printf_text("%.1f", v)) << printf_text("%.17g", v);
+  }
+  for (int i = 0; i < 100000; ++i) {  // exact hundredths and twentieths: x.x5 ties and near-ties
+    const double v = static_cast<double>(rng() % 10000000) / (i % 2 ? 100.0 : 20.0);
+    ASSERT_EQ(fixed1(v), printf_text("%.1f", v)) << printf_text("%.17g", v);
+  }
+}
+
+}  // namespace
