@@ -175,7 +175,7 @@ void BM_Stats(benchmark::State& state) {
 
 // 64 MiB and 16 MiB: from memory (or the last-level cache, where it is that big); 256 KiB: from
 // L2 (the computation alone).
-#define MATE_SIZES ->Arg(64 << 20)->Arg(16 << 20)->Arg(256 << 10)->Unit(benchmark::kMicrosecond)
+#define MATE_SIZES ->Arg(64 << 20)->Arg(16 << 20)->Arg(256 << 10)->Arg(1 << 10)->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_MemRead)->Name("MemRead") MATE_SIZES;
 BENCHMARK(BM_Stats<ScalarType::F32>)->Name("Stats/f32") MATE_SIZES;
 BENCHMARK(BM_Stats<ScalarType::BF16>)->Name("Stats/bf16") MATE_SIZES;

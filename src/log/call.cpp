@@ -200,13 +200,15 @@ CallState* prepare_call(const char* name, Collector collect, void* context) {
   } catch (...) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.
   }
-  // Below level 3 the line is all there is: written now (ApiCall takes no further step before
-  // the end; no stream or inputs to wait for).
-  if (s->settings->level < 3) start_call(s);
+  // Below level 3 the line is all there is, and a record rendered from the values waits for
+  // nothing (no hook, no stream): written now, one step less on the logging path.
+  if (s->settings->level < 3 || s->text) start_call(s);
   return s;
 }
 
 int call_level(const CallState* state) noexcept { return state->settings->level; }
+
+bool call_started(const CallState* state) noexcept { return state->started; }
 
 CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python, void* stream) {
   CallState* s = prepare_call(name, collect, context);

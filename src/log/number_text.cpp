@@ -1,6 +1,7 @@
 // printf-exact "%.6g" and "%.1f", fast for the common values (see number_text.hpp).
 #include "number_text.hpp"
 
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -16,11 +17,12 @@ constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8
 // `x` rounded to the nearest integer, when a double holding x (one rounding from the exact
 // value) leaves no doubt which integer that is; false near a tie (the caller then asks
 // std::to_chars, which rounds the exact value).
+// x >= 0 and below 2^63 (a truncating conversion is the floor: no libm call).
 bool round_unambiguous(double x, std::uint64_t& rounded) noexcept {
-  const double whole = std::floor(x);
-  const double frac = x - whole;
+  const auto whole = static_cast<std::uint64_t>(x);
+  const double frac = x - static_cast<double>(whole);
   if (std::fabs(frac - 0.5) < 1e-6) return false;
-  rounded = static_cast<std::uint64_t>(whole) + (frac > 0.5 ? 1 : 0);
+  rounded = whole + (frac > 0.5 ? 1 : 0);
   return true;
 }
 
@@ -43,9 +45,9 @@ char* write_general6(double v, char* out) noexcept {
   const double a = std::fabs(v);
   // The decimal exponent: floor(log10(a)), first estimated from the binary one (too small by
   // at most one), so that the six digits are a * 10^(5 - e).
-  int e2 = 0;
-  std::frexp(a, &e2);  // a in [2^(e2-1), 2^e2)
-  int e = static_cast<int>(std::floor((e2 - 1) * 0.30102999566398120));
+  // a in [2^b, 2^(b+1)) for a normal a; floor(b * log10(2)) is (b * 78913) >> 18 for |b| < 1650.
+  const int b = static_cast<int>((std::bit_cast<std::uint64_t>(a) >> 52) & 0x7ff) - 1023;
+  int e = (b * 78913) >> 18;
   if (e < -17 || e > 26) return general6_slow(v, out);  // 10^(5 - e) must be exact
   double scaled = e <= 5 ? a * kPow10[5 - e] : a / kPow10[e - 5];
   if (scaled >= 1e6) {  // the estimate was one too small (at 1e6 itself both give the same digits)

@@ -57,11 +57,12 @@ void append_escaped(RecordBuffer& out, std::string_view s, bool quoted) {
   if (quoted) put(out, '"');
 }
 
-// An integer in decimal (fmt's fastest path, no format string).
+// An integer in decimal, straight into the buffer.
 template <class Int>
 void append_int(RecordBuffer& out, Int v) {
-  const fmt::format_int text(v);
-  out.append(text.data(), text.size());
+  constexpr std::size_t kMost = 24;  // INT64_MIN: 20 characters
+  char* const start = out.room(kMost);
+  out.advance(static_cast<std::size_t>(std::to_chars(start, start + kMost, v).ptr - start));
 }
 
 // "a, b, c" for dims(0) .. dims(n - 1), without building a vector of them.
@@ -287,9 +288,8 @@ void write_text_arg(TextRecord& record, const Arg& a) {
 
 void text_header(const Header& h, Event event, const CallOutcome* outcome, RecordBuffer& out) {
   // "[<timestamp> pid <pid> tid <tid> #<seq>] <name>", piece by piece (the header of every record).
-  char ts[core::kUtcMicrosMax];
   put(out, '[');
-  put(out, std::string_view(ts, core::write_utc_iso8601_micros(h.time, ts)));
+  out.advance(core::write_utc_iso8601_micros(h.time, out.room(core::kUtcMicrosMax)));
   put(out, " pid ");
   append_int(out, h.pid);
   put(out, " tid ");

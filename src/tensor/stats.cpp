@@ -133,7 +133,7 @@ class SmallArray {
 
  private:
   static constexpr std::size_t kInline = 8;
-  T inline_[kInline] = {};
+  T inline_[kInline];  // not zeroed: only what push_back wrote is read
   std::vector<T> heap_;
   T* data_;
   std::size_t size_ = 0;

@@ -42,7 +42,9 @@
 //
 // MATE_API(...) is an expression: follow it with .run(...) (alone, as a statement, it would log
 // the call as finished at once). The inputs record is written by run(), right before the body,
-// so that .stream(s) can name the call's stream first: MATE_API(...).stream(s).run(...).
+// so that .stream(s) can name the call's stream first: MATE_API(...).stream(s).run(...). (In
+// text with no call hook installed, where the record never reads device memory, it is written
+// by MATE_API(...) itself: one step less.)
 // Inputs are taken by value when logging (tensors are pointers or views, so this is cheap);
 // that keeps the caller's variables in registers at level 0.
 //
@@ -136,6 +138,9 @@ CallState* begin_call(const char* name, Collector collect, void* context, const 
 CallState* prepare_call(const char* name, Collector collect, void* context);
 // The level the call is logged at (its settings were copied when it was prepared).
 int call_level(const CallState* state) noexcept;
+// Whether start_call has run: prepare_call runs it at levels 1 and 2, and for a call whose inputs
+// record was rendered from the values (text, no hook: nothing there waits for the stream).
+bool call_started(const CallState* state) noexcept;
 void set_stream(CallState* state, void* stream);
 void start_call(CallState* state);
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect);
@@ -203,13 +208,15 @@ struct OpenRequest {
   const char* name;
   const std::initializer_list<const char*>* names;
   std::tuple<Ts...> values;
-  int level = 0;  // out: the call's level (0: not logged)
+  int level = 0;         // out: the call's level (0: not logged)
+  bool started = false;  // out: its inputs are written already (start() has nothing to do)
 };
 // A call that open() started: the state, and its level, which decides inline which steps of
 // the logging path there are (levels 1 and 2 have none between the line and the end).
 struct Opened {
   CallState* state;
   int level;
+  bool started;
 };
 template <class... Ts>
 void* open_call(void* r) noexcept {
@@ -223,6 +230,7 @@ void* open_call(void* r) noexcept {
     CallState* state = prepare_call(
         req.name, [](void* c, ArgList& args) { (*static_cast<decltype(collect)*>(c))(args); }, &collect);
     req.level = state != nullptr ? call_level(state) : 0;
+    req.started = state != nullptr && call_started(state);
     return state;
   } catch (...) {
     return nullptr;  // logging never breaks the call: this one goes unlogged
@@ -289,7 +297,8 @@ class [[nodiscard]] ApiCall {
   // Not logging.
   ApiCall() noexcept = default;
   // Logging: the call that open() started.
-  explicit ApiCall(detail::Opened opened) noexcept : state_(opened.state), level_(opened.level) {}
+  explicit ApiCall(detail::Opened opened) noexcept
+      : state_(opened.state), level_(opened.level), started_(opened.started) {}
 
   // Starts logging a call (at level 1 and above, i.e. after MATE_API's level test): reads the
   // configuration on the first call, collects the inputs (written by start() or run()); nullptr
@@ -300,7 +309,7 @@ class [[nodiscard]] ApiCall {
                                                     Ts... values) {
     detail::OpenRequest<Ts...> req{name, &names, {std::move(values)...}};
     auto* state = static_cast<detail::CallState*>(detail::cold_call(&detail::open_call<Ts...>, &req));
-    return {state, req.level};
+    return {state, req.level, req.started};
   }
   ~ApiCall() {
     if (state_ != nullptr) [[unlikely]] detail::cold_call(&detail::end_call_cold, state_);
@@ -324,7 +333,10 @@ class [[nodiscard]] ApiCall {
   // Writes the inputs record now, once. run() does it right before the body; the scope form
   // (MATE_API_SCOPE) right away.
   void start() noexcept {
-    if (described()) [[unlikely]] detail::cold_call(&detail::start_call_cold, state_);
+    if (described() && !started_) [[unlikely]] {
+      detail::cold_call(&detail::start_call_cold, state_);
+      started_ = true;
+    }
   }
 
   // Arguments to log as outputs once the body has returned (not when it throws).
@@ -392,6 +404,7 @@ class [[nodiscard]] ApiCall {
 
   detail::CallState* state_ = nullptr;
   int level_ = 0;
+  bool started_ = false;
 };
 
 }  // namespace mate::log
