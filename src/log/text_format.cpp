@@ -168,21 +168,22 @@ void TextWriter::enumeration(std::int64_t value, std::string_view label) {
   put(out, '\n');
 }
 
-void TextWriter::integer(const char* type, std::int64_t v) {
-  RecordBuffer& out = *record_->out;
+namespace {
+
+// "<type> <value>\n", e.g. "i32 -7".
+template <class Int>
+void typed_int(RecordBuffer& out, const char* type, Int v) {
   put(out, std::string_view(type));
   put(out, ' ');
   append_int(out, v);
   put(out, '\n');
 }
 
-void TextWriter::unsigned_integer(const char* type, std::uint64_t v) {
-  RecordBuffer& out = *record_->out;
-  put(out, std::string_view(type));
-  put(out, ' ');
-  append_int(out, v);
-  put(out, '\n');
-}
+}  // namespace
+
+void TextWriter::integer(const char* type, std::int64_t v) { typed_int(*record_->out, type, v); }
+
+void TextWriter::unsigned_integer(const char* type, std::uint64_t v) { typed_int(*record_->out, type, v); }
 
 void TextWriter::floating(bool f32, double v) {
   // The shortest text that reads back as the same value of the argument's own type.
