@@ -336,6 +336,8 @@ void cut_message(json& exception) {
 
 class Writer final : public log::CallHook {
  public:
+  int lowest_level() const noexcept override { return 10; }
+
   void before(const log::CallInfo& call, const std::vector<log::Arg>& inputs) override {
     if (call.level < 10) return;
     State& s = state();

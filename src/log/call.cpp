@@ -35,8 +35,9 @@ struct CallState {
   ArgList inputs;          // collected when the call object is made, written by start_call
   void* stream = nullptr;  // the call's stream (ApiCall::stream); nullptr: the default stream
   bool started = false;    // the inputs record is written
-  // The fast path (text format, no hooks): records rendered straight from the arguments, no Arg
-  // lists. `text` is set when the inputs record was rendered so, when the call object was made.
+  // The fast path (text format, no hook acting at the call's level): records rendered straight
+  // from the arguments, no Arg lists. `text` is set when the inputs record was rendered so, when
+  // the call object was made.
   bool text = false;
   InlineRecordBuffer<384> inputs_text;  // the whole inputs record, written by start_call
   DeviceRanges input_ranges;  // noted once it is written
@@ -193,15 +194,23 @@ CallState* prepare_call(const char* name, Collector collect, void* context) {
     // constructor; written by start_call, so that ApiCall::stream() can still name the call's
     // stream.
     if (s->settings->level >= 3) {
-      const bool fast = s->settings->format == Format::Text && s->settings->hooks.empty();
-      s->text = fast && render_inputs(*s, collect, context);
+      if (s->settings->format == Format::Text && s->settings->level < s->settings->hooks_from_level) {
+        try {
+          s->text = render_inputs(*s, collect, context);
+        } catch (...) {
+          // Describing a value threw: described again as Args, which keeps the arguments before
+          // it (ArgList::add drops only the one that failed).
+          s->inputs_text.clear();
+          s->input_ranges.count = 0;
+        }
+      }
       if (!s->text) collect(context, s->inputs);
     }
   } catch (...) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.
   }
   // Below level 3 the line is all there is, and a record rendered from the values waits for
-  // nothing (no hook, no stream): written now, one step less on the logging path.
+  // nothing (no hook acts at its level, no stream): written now, one step less on the logging path.
   if (s->settings->level < 3 || s->text) start_call(s);
   return s;
 }

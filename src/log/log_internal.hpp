@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ctime>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct Settings {
   Format format = Format::Text;
   std::shared_ptr<core::LogSink> sink;
   std::vector<CallHook*> hooks;
+  // The lowest of the hooks' lowest_level(): calls below it need no Arg lists (INT_MAX: none).
+  int hooks_from_level = std::numeric_limits<int>::max();
 };
 // The settings calls see now (a snapshot, never changed once published: a call keeps the one
 // it started with). Reads the registry on first use (g_level becomes >= 0). No lock per call:

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <mutex>
 
@@ -36,6 +37,9 @@ Shared& shared() {
 
 // Makes the settings as they now are the ones calls see. Under the lock.
 void publish_locked(Shared& s) {
+  s.settings.hooks_from_level = std::numeric_limits<int>::max();
+  for (const CallHook* hook : s.settings.hooks)
+    s.settings.hooks_from_level = std::min(s.settings.hooks_from_level, hook->lowest_level());
   s.snapshot = std::make_shared<const Settings>(s.settings);
   s.generation.fetch_add(1, std::memory_order_release);
 }

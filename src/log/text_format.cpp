@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <stdexcept>
 
 #include "log_internal.hpp"
 #include "number_text.hpp"
@@ -209,6 +210,8 @@ void TextWriter::list(std::size_t n) {
   put(out, '\n');
 }
 
+bool TextWriter::gave_up() const noexcept { return record_->gave_up; }
+
 TextWriter TextWriter::item(std::size_t i) {
   char name[32] = "[";
   const auto r = std::to_chars(name + 1, name + sizeof name - 1, i);
@@ -219,6 +222,8 @@ TextWriter TextWriter::item(std::size_t i) {
 void TextWriter::tensor(const DLTensor& t) {
   TextRecord& record = *record_;
   RecordBuffer& out = *record.out;
+  // As TensorMeta (the general path's copy) refuses it: the argument is then left out the same way.
+  if (t.ndim < 0) throw std::invalid_argument("DLTensor ndim is negative");
   const tensor::TensorView v(t);
   const tensor::Memory memory = v.memory();
   const bool device_memory = memory != tensor::Memory::Host && memory != tensor::Memory::Other;

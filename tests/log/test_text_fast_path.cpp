@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "dl_tensor.hpp"
+#include "log/log_internal.hpp"
 #include "mate/core/recent_device_ranges.hpp"
 #include "mate/log/api.hpp"
 #include "log_to_file.hpp"
@@ -135,6 +137,62 @@ TEST_P(TextFastPath, WritesWhatTheGeneralPathWrites) {
 
 INSTANTIATE_TEST_SUITE_P(Levels, TextFastPath, ::testing::Values(3, 5));
 
+// Which path a call takes shows in when its inputs record is written: by the call object on the
+// fast path, by run() on the general one. This test program links mate::dump, whose level-10
+// hook is installed from the start: below level 10 it must not send calls the general way.
+TEST_F(TextFastPath, IsTakenBelowTheLowestLevelOfTheInstalledHooks) {
+  configure(3);
+  int x = 1;
+  {
+    mate::log::ApiCall call = MATE_API("made", x);
+    EXPECT_NE(log().find("made inputs\n  x: i32 1\n"), std::string::npos) << log();
+    call.run([] {});
+  }
+  NoOpHook hook;  // acts from level 3
+  mate::log::add_call_hook(&hook);
+  {
+    mate::log::ApiCall call = MATE_API("held", x);
+    EXPECT_EQ(log().find("held inputs"), std::string::npos) << log();
+    call.run([] {});
+    EXPECT_NE(log().find("held inputs\n  x: i32 1\n"), std::string::npos) << log();
+  }
+  mate::log::remove_call_hook(&hook);
+}
+
+// A value whose description throws (here from its mate_log_value).
+struct Thrower {
+  int v;
+};
+int mate_log_value(const Thrower& t) {
+  if (t.v < 0) throw std::runtime_error("cannot describe this value");
+  return t.v;
+}
+
+Thrower throws_describing(int a, Thrower t, int c) {
+  return MATE_API("throws_describing", a, t, c).run([&] { return Thrower{-2}; });
+}
+
+// An argument that throws while described is left out as on the general path (the ones before
+// it kept), and a return value that does leaves no half-written line behind.
+TEST_F(TextFastPath, AValueThatThrowsWhileDescribedIsLeftOutAsOnTheGeneralPath) {
+  configure(3);
+  throws_describing(2, Thrower{-1}, 3);
+  throws_describing(2, Thrower{1}, 3);
+  const std::string fast = log();
+  std::filesystem::remove(path_);
+  configure(3);
+  NoOpHook hook;
+  mate::log::add_call_hook(&hook);
+  throws_describing(2, Thrower{-1}, 3);
+  throws_describing(2, Thrower{1}, 3);
+  mate::log::remove_call_hook(&hook);
+  EXPECT_EQ(without_headers(fast), without_headers(log()));
+  EXPECT_EQ(without_headers(fast),
+            "throws_describing inputs\n  a: i32 2\nthrows_describing outputs\n"
+            "throws_describing inputs\n  a: i32 2\n  t: i32 1\n  c: i32 3\nthrows_describing outputs\n")
+      << fast;
+}
+
 struct DeviceTensors {
   std::vector<std::int64_t> shape{4};
   std::vector<DLTensor> dl;
@@ -165,6 +223,21 @@ TEST_F(TextFastPath, DeviceTensorRangesAreNotedOnceWhateverThePath) {
       EXPECT_EQ(ranges[i].hi - ranges[i].lo, 16u);
     }
   }
+}
+
+// Python's outputs collector moves its Args into the list; in text mode they are only read, so
+// that the collector can run again when the record gives up (a device tensor at level 5).
+TEST(TextRecordArgs, AnArgPushedInTextModeIsLeftAsItWas) {
+  mate::log::detail::InlineRecordBuffer<256> out;
+  mate::log::detail::TextRecord record{&out, 5, true};
+  mate::log::ArgList list(record);
+  DeviceTensors one(1);
+  mate::log::Arg a = mate::log::detail::to_arg(one.dl[0]);
+  a.name = "out";
+  list.push_back(std::move(a));
+  EXPECT_TRUE(record.gave_up);
+  EXPECT_EQ(a.name, "out");
+  EXPECT_EQ(a.kind, mate::log::Arg::Kind::Tensor);
 }
 
 }  // namespace

@@ -43,8 +43,8 @@
 // MATE_API(...) is an expression: follow it with .run(...) (alone, as a statement, it would log
 // the call as finished at once). The inputs record is written by run(), right before the body,
 // so that .stream(s) can name the call's stream first: MATE_API(...).stream(s).run(...). (In
-// text with no call hook installed, where the record never reads device memory, it is written
-// by MATE_API(...) itself: one step less.)
+// text with no call hook acting at the call's level, the dump's being 10, the record never
+// reads device memory: MATE_API(...) writes it itself, one step less.)
 // Inputs are taken by value when logging (tensors are pointers or views, so this is cheap);
 // that keeps the caller's variables in registers at level 0.
 //
@@ -112,6 +112,10 @@ class CallHook {
   virtual ~CallHook() = default;
   virtual void before(const CallInfo& call, const std::vector<Arg>& inputs) = 0;
   virtual void after(const CallInfo& call, const std::vector<Arg>& outputs, const CallOutcome& outcome) = 0;
+  // The lowest level at which the hook does anything (the level-10 dump: 10). A call logged
+  // below every installed hook's lowest level reaches no hook, and in text its records are then
+  // rendered straight from the C++ values, without Arg lists.
+  virtual int lowest_level() const noexcept { return 3; }
 };
 // The hook must stay alive until removed. Adding a hook already added does nothing. Thread-safe.
 void add_call_hook(CallHook* hook);
@@ -139,14 +143,16 @@ CallState* prepare_call(const char* name, Collector collect, void* context);
 // The level the call is logged at (its settings were copied when it was prepared).
 int call_level(const CallState* state) noexcept;
 // Whether start_call has run: prepare_call runs it at levels 1 and 2, and for a call whose inputs
-// record was rendered from the values (text, no hook: nothing there waits for the stream).
+// record was rendered from the values (text, no hook acting at the level: nothing there waits
+// for the stream).
 bool call_started(const CallState* state) noexcept;
 void set_stream(CallState* state, void* stream);
 void start_call(CallState* state);
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect);
 void add_return_value(CallState* state, Arg value);
-// The record the return value's line is rendered into on the fast path (text format, no hooks:
-// no Arg built); nullptr on the general path. drop_return_text forgets a line that gave up.
+// The record the return value's line is rendered into on the fast path (text format, no hook
+// acting at the level: no Arg built); nullptr on the general path. drop_return_text forgets a
+// line that gave up.
 TextRecord* return_record(CallState* state) noexcept;
 void drop_return_text(CallState* state) noexcept;
 // Does nothing for a null state (a call already ended).
@@ -279,6 +285,7 @@ void* return_call(void* r) noexcept {
     a.name = "return";
     add_return_value(req.state, std::move(a));
   } catch (...) {
+    drop_return_text(req.state);  // no half-written line: the value goes unlogged
   }
   return nullptr;
 }
@@ -339,7 +346,9 @@ class [[nodiscard]] ApiCall {
     }
   }
 
-  // Arguments to log as outputs once the body has returned (not when it throws).
+  // Arguments to log as outputs once the body has returned (not when it throws). The collector
+  // may run twice: when a record rendered straight from the values gives up (a device tensor at
+  // level 5, see docs/logging.md), the values are collected again as Args.
   template <class Collect>
   ApiCall& outputs(Collect&& collect) {
     if (described()) [[unlikely]] {

@@ -118,6 +118,7 @@ void describe(To& to, const T& v) {
     to.list(static_cast<std::size_t>(std::ranges::distance(v)));
     std::size_t i = 0;
     for (const auto& item : v) {
+      if (to.gave_up()) return;  // the rest would be thrown away
       auto each = to.item(i++);
       describe(each, item);
     }
@@ -181,6 +182,7 @@ class ArgFiller {
     it.name = "[" + std::to_string(i) + "]";
     return ArgFiller(it);
   }
+  static constexpr bool gave_up() noexcept { return false; }
 
  private:
   Arg* a_;
@@ -199,7 +201,7 @@ Arg to_arg(const T& v) {
   return a;
 }
 
-// A text record being rendered (src/log/text_args.cpp): the buffer, the level, and whether it
+// A text record being rendered (src/log/log_internal.hpp): the buffer, the level, and whether it
 // gave up (see TextWriter::tensor).
 class TextRecord;
 // True once `record` gave up: the caller renders it again from an Arg list.
@@ -221,6 +223,7 @@ class TextWriter {
   void string(std::string_view v);
   void list(std::size_t n);
   TextWriter item(std::size_t i);
+  bool gave_up() const noexcept;  // the record gave up (see TextRecord)
 
  private:
   TextRecord* record_;
@@ -266,9 +269,15 @@ class ArgList {
   void add(std::string_view /*spelled*/, const Named<T>& named) {
     add(named.name, named.value);
   }
-  void push_back(Arg a) {
+  // In text mode the Arg is only read: a collector that moves its Args in (Python's) can be run
+  // again when the record gives up.
+  void push_back(Arg&& a) {
     if (text_ != nullptr) return detail::write_text_arg(*text_, a);
     args_.push_back(std::move(a));
+  }
+  void push_back(const Arg& a) {
+    if (text_ != nullptr) return detail::write_text_arg(*text_, a);
+    args_.push_back(a);
   }
   const std::vector<Arg>& args() const noexcept { return args_; }
   std::vector<Arg>& args() noexcept { return args_; }
