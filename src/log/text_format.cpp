@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstring>
 #include <stdexcept>
 
 #include "log_internal.hpp"
@@ -292,15 +293,43 @@ void write_text_arg(TextRecord& record, const Arg& a) {
   if (!record.gave_up) write_arg(record, a, 1);
 }
 
+namespace {
+
+// " pid <pid> tid <tid> #" as last written by this thread: the same in every record it writes
+// (a forked child's first record finds another pid and writes it again). Trivially destructible:
+// still there for a record written from another thread_local's destructor.
+struct ProcessAndThread {
+  long pid = -1;
+  long tid = -1;
+  std::size_t size = 0;
+  char text[64];  // 5 + 20 + 5 + 20 + 2 characters at most
+};
+thread_local ProcessAndThread t_process_and_thread;
+
+void append_process_and_thread(RecordBuffer& out, long pid, long tid) {
+  ProcessAndThread& cached = t_process_and_thread;
+  if (cached.pid != pid || cached.tid != tid) {
+    InlineRecordBuffer<sizeof cached.text> text;
+    put(text, " pid ");
+    append_int(text, pid);
+    put(text, " tid ");
+    append_int(text, tid);
+    put(text, " #");
+    std::memcpy(cached.text, text.data(), text.size());
+    cached.size = text.size();
+    cached.pid = pid;
+    cached.tid = tid;
+  }
+  out.append(cached.text, cached.size);
+}
+
+}  // namespace
+
 void text_header(const Header& h, Event event, const CallOutcome* outcome, RecordBuffer& out) {
   // "[<timestamp> pid <pid> tid <tid> #<seq>] <name>", piece by piece (the header of every record).
   put(out, '[');
   out.advance(core::write_utc_iso8601_micros(h.time, out.room(core::kUtcMicrosMax)));
-  put(out, " pid ");
-  append_int(out, h.pid);
-  put(out, " tid ");
-  append_int(out, h.tid);
-  put(out, " #");
+  append_process_and_thread(out, h.pid, h.tid);
   append_int(out, h.seq);
   put(out, "] ");
   put(out, std::string_view(h.name));
