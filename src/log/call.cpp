@@ -246,7 +246,8 @@ void start_call(CallState* s) {
       CaptureScope capture(*s, s->inputs.args());
       // Written (one write(2), no buffering) before the body runs: a crash keeps the inputs.
       write_record(*s, Event::Inputs, s->inputs.args(), nullptr);
-      for (CallHook* hook : s->settings->hooks) hook->before(info, s->inputs.args());
+      for (CallHook* hook : s->settings->hooks)
+        if (s->settings->level >= hook->lowest_level()) hook->before(info, s->inputs.args());
       note_device_ranges(s->name, s->seq, s->inputs.args());
     }
   } catch (...) {
@@ -304,7 +305,8 @@ void end_call(CallState* s) noexcept {
         }
         CaptureScope capture(*s, outputs.args());
         write_record(*s, event, outputs.args(), &s->outcome, s->outcome.threw ? nullptr : &s->return_text);
-        for (CallHook* hook : s->settings->hooks) hook->after(info, outputs.args(), s->outcome);
+        for (CallHook* hook : s->settings->hooks)
+          if (s->settings->level >= hook->lowest_level()) hook->after(info, outputs.args(), s->outcome);
       }
     } catch (...) {
     }

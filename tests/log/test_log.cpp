@@ -250,6 +250,27 @@ TEST_F(LogTest, HooksSeeTheSameArgumentsAsTheLog) {
   EXPECT_EQ(hook.seen, (std::vector<std::string>{"before Scale.run 3", "after Scale.run 1"}));
 }
 
+// A hook is called only at its lowest_level() and above, in either format.
+struct LevelFiveHook : RecordingHook {
+  int lowest_level() const noexcept override { return 5; }
+};
+
+TEST_F(LogTest, AHookIsCalledFromItsLowestLevelOn) {
+  LevelFiveHook hook;
+  mate::log::add_call_hook(&hook);
+  Buffer in({1}), out({0});
+  for (const char* format : {"text", "json"}) {
+    configure(3, format);
+    scale(&in.dl, &out.dl, 3.0f);
+    EXPECT_TRUE(hook.seen.empty()) << format;
+    configure(5, format);
+    scale(&in.dl, &out.dl, 3.0f);
+    EXPECT_EQ(hook.seen, (std::vector<std::string>{"before Scale.run 3", "after Scale.run 1"})) << format;
+    hook.seen.clear();
+  }
+  mate::log::remove_call_hook(&hook);
+}
+
 TEST_F(LogTest, CrashContextNamesTheCallsInFlight) {
   configure(1);
   std::string path = path_ + ".ctx";

@@ -102,7 +102,8 @@ struct CallOutcome {
   std::string exception_message;  // "" when unknown (scope form)
 };
 
-// Called for every logged call at level >= 3, with the same argument lists the log shows.
+// Called for every logged call at level >= 3 (and >= lowest_level()), with the same argument
+// lists the log shows.
 // before() runs after the inputs are written and before the body; after() after the body.
 // While the call's stream is being captured into a graph, device memory cannot be read from a
 // hook either: tensor::copy_extent_out and compute_stats say so (mate/tensor/memory.hpp,
@@ -112,9 +113,9 @@ class CallHook {
   virtual ~CallHook() = default;
   virtual void before(const CallInfo& call, const std::vector<Arg>& inputs) = 0;
   virtual void after(const CallInfo& call, const std::vector<Arg>& outputs, const CallOutcome& outcome) = 0;
-  // The lowest level at which the hook does anything (the level-10 dump: 10). A call logged
-  // below every installed hook's lowest level reaches no hook, and in text its records are then
-  // rendered straight from the C++ values, without Arg lists.
+  // The lowest level at which the hook does anything (the level-10 dump: 10): calls logged below
+  // it do not reach it. A call that reaches no hook is, in text, rendered straight from the C++
+  // values, without Arg lists.
   virtual int lowest_level() const noexcept { return 3; }
 };
 // The hook must stay alive until removed. Adding a hook already added does nothing. Thread-safe.
