@@ -232,18 +232,17 @@ void TextWriter::tensor(const DLTensor& t) {
     record.gave_up = true;  // see TextRecord
     return;
   }
+  const tensor::VaRange va = v.va_range();
   if (record.ranges != nullptr && t.device.device_type != kDLCPU && t.data != nullptr) {
     DeviceRanges& ranges = *record.ranges;
     if (ranges.count == DeviceRanges::kMax) {
       record.gave_up = true;
       return;
     }
-    const tensor::VaRange r = v.va_range();
-    ranges.lo[ranges.count] = r.lo;
-    ranges.hi[ranges.count] = r.hi;
+    ranges.lo[ranges.count] = va.lo;
+    ranges.hi[ranges.count] = va.hi;
     ++ranges.count;
   }
-  const tensor::VaRange va = v.va_range();
   put(out, "tensor ");
   put(out, tensor::dtype_name(v.dtype()));
   put(out, " [");

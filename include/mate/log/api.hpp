@@ -273,28 +273,28 @@ struct ReturnRequest {
   CallState* state;
   const R* result;
 };
+// Records the body's result as output "return": its line on the fast path, else an Arg.
 template <class R>
-void* return_call(void* r) noexcept {
-  auto& req = *static_cast<ReturnRequest<R>*>(r);
+void record_return_value(CallState* state, const R& result) noexcept {
   try {
-    if (TextRecord* record = return_record(req.state)) {
-      write_text(*record, "return", *req.result);
-      if (!gave_up(*record)) return nullptr;
-      drop_return_text(req.state);
+    if (TextRecord* record = return_record(state)) {
+      write_text(*record, "return", result);
+      if (!gave_up(*record)) return;
+      drop_return_text(state);
     }
-    Arg a = to_arg(*req.result);
+    Arg a = to_arg(result);
     a.name = "return";
-    add_return_value(req.state, std::move(a));
+    add_return_value(state, std::move(a));
   } catch (...) {
-    drop_return_text(req.state);  // no half-written line: the value goes unlogged
+    drop_return_text(state);  // no half-written line: the value goes unlogged
   }
-  return nullptr;
 }
 // The return value, then the call's end: one step on the logging path instead of two.
 template <class R>
 void* return_and_end_call(void* r) noexcept {
-  return_call<R>(r);
-  end_call(static_cast<ReturnRequest<R>*>(r)->state);
+  auto& req = *static_cast<ReturnRequest<R>*>(r);
+  record_return_value(req.state, *req.result);
+  end_call(req.state);
   return nullptr;
 }
 
