@@ -208,19 +208,19 @@ void for_each_run(const Walk& w, Visit visit) {
   }
 }
 
-Stats finish(const Acc& acc, const Walk& w, std::int64_t count, bool floating) {
-  Stats s;
+// Fills `s` in place (a StatsResult's optional, emplaced by the caller: no copy of the result
+// on the way out, which at level 5 happens for every logged tensor).
+void finish(const Acc& acc, std::int64_t multiplicity, std::int64_t count, bool floating, Stats& s) {
   s.count = count;
   s.floating = floating;
-  s.finite = acc.finite * w.multiplicity;
-  s.nan = acc.nan * w.multiplicity;
-  s.inf = acc.inf * w.multiplicity;
+  s.finite = acc.finite * multiplicity;
+  s.nan = acc.nan * multiplicity;
+  s.inf = acc.inf * multiplicity;
   if (acc.finite > 0) {
     s.min = acc.min;
     s.max = acc.max;
     s.mean = acc.sum / static_cast<double>(acc.finite);
   }
-  return s;
 }
 
 std::string check(const TensorView& t) {
@@ -229,6 +229,34 @@ std::string check(const TensorView& t) {
   }
   if (t.dl().data == nullptr && t.numel() > 0) return "stats unavailable: null data pointer";
   return {};
+}
+
+// Host memory, read in place. One StatsResult, returned by name from every path (no copy).
+StatsResult host_stats(const TensorView& t) {
+  StatsResult r;
+  r.unavailable = check(t);
+  if (!r.unavailable.empty()) return r;
+  const ScalarType type = t.scalar_type();
+  const auto* origin = reinterpret_cast<const unsigned char*>(t.origin());
+  Acc acc;
+  std::int64_t multiplicity = 1;
+  if (t.is_contiguous()) {
+    // One run from the origin: what the normalized walk comes to for a contiguous tensor,
+    // without building it (the common case, once per logged tensor at level 5).
+    run_kernel(type, origin, t.numel(), 1, acc);
+  } else {
+    Walk w(t);
+    normalize(t, w);
+    multiplicity = w.multiplicity;
+    if (t.numel() > 0) {
+      const std::int64_t es = static_cast<std::int64_t>(t.element_size());
+      for_each_run(w, [&](std::int64_t offset) {
+        run_kernel(type, origin + offset * es, w.inner.size, w.inner.stride, acc);
+      });
+    }
+  }
+  finish(acc, multiplicity, t.numel(), is_floating(type), r.stats.emplace());
+  return r;
 }
 
 }  // namespace
@@ -274,44 +302,28 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
     r.unavailable = error;
     return r;
   }
-  r.stats = finish(acc, w, t.numel(), is_floating(type));
+  finish(acc, w.multiplicity, t.numel(), is_floating(type), r.stats.emplace());
   return r;
 }
 
 StatsResult compute_stats(const TensorView& t, const StatsOptions& options) {
+  const Memory m = t.memory();
+  if (m == Memory::Host) return host_stats(t);
   StatsResult r;
-  Memory m = t.memory();
-  if (m != Memory::Host && m != Memory::Other) {
-    if (const std::string* why = device_reads_skipped(device_kind(m))) {
-      r.unavailable = "stats skipped: " + *why;
-      return r;
-    }
-    device::Backend* b = device_backend(device_kind(m));
-    if (b == nullptr) {
-      r.unavailable = std::string("stats unavailable: no backend for ") + device::kind_name(device_kind(m));
-      return r;
-    }
-    return compute_stats(t, *b, options);
-  }
   if (m == Memory::Other) {
     r.unavailable = "stats unavailable: cannot read memory of device " + device_name(t.device());
     return r;
   }
-  r.unavailable = check(t);
-  if (!r.unavailable.empty()) return r;
-  const ScalarType type = t.scalar_type();
-  Walk w(t);
-  normalize(t, w);
-  Acc acc;
-  if (t.numel() > 0) {
-    const auto* origin = reinterpret_cast<const unsigned char*>(t.origin());
-    const std::int64_t es = static_cast<std::int64_t>(t.element_size());
-    for_each_run(w, [&](std::int64_t offset) {
-      run_kernel(type, origin + offset * es, w.inner.size, w.inner.stride, acc);
-    });
+  if (const std::string* why = device_reads_skipped(device_kind(m))) {
+    r.unavailable = "stats skipped: " + *why;
+    return r;
   }
-  r.stats = finish(acc, w, t.numel(), is_floating(type));
-  return r;
+  device::Backend* b = device_backend(device_kind(m));
+  if (b == nullptr) {
+    r.unavailable = std::string("stats unavailable: no backend for ") + device::kind_name(device_kind(m));
+    return r;
+  }
+  return compute_stats(t, *b, options);
 }
 
 }  // namespace mate::tensor
