@@ -36,11 +36,9 @@ struct CallState {
   void* stream = nullptr;  // the call's stream (ApiCall::stream); nullptr: the default stream
   bool started = false;    // the inputs record is written
   // The fast path (text format, no hook acting at the call's level): records rendered straight
-  // from the arguments, no Arg lists. `text` is set when the inputs record was rendered so, when
-  // the call object was made.
+  // from the arguments, no Arg lists. `text` is set when the inputs record was rendered and
+  // written so, when the call object was made (from a buffer on prepare_call's stack).
   bool text = false;
-  InlineRecordBuffer<384> inputs_text;  // the whole inputs record, written by start_call
-  DeviceRanges input_ranges;  // noted once it is written
   InlineRecordBuffer<128> return_text;  // the return value's line ("return" as an Arg otherwise)
   TextRecord return_record;  // rendering into return_text
 };
@@ -107,17 +105,28 @@ void write_record(const CallState& s, Event event, const std::vector<Arg>& args,
   write_buffer(s, out);
 }
 
-// The fast path's inputs record: rendered now, while the values exist, written by start_call.
-// False when it gave up (see TextRecord): the inputs are then collected as Args.
-bool render_inputs(CallState& s, Collector collect, void* context) {
-  text_header(header_for(s), Event::Inputs, nullptr, s.inputs_text);
-  TextRecord record{&s.inputs_text, s.settings->level, true, false, &s.input_ranges};
+// The fast path's inputs record, rendered into `out` while the values exist, its device ranges
+// into `ranges`. False when it gave up (see TextRecord): the inputs are then collected as Args.
+bool render_inputs(CallState& s, Collector collect, void* context, RecordBuffer& out, DeviceRanges& ranges) {
+  text_header(header_for(s), Event::Inputs, nullptr, out);
+  TextRecord record{&out, s.settings->level, true, false, &ranges};
   ArgList list(record);
   collect(context, list);
-  if (!record.gave_up) return true;
-  s.inputs_text.clear();
-  s.input_ranges.count = 0;
-  return false;
+  return !record.gave_up;
+}
+
+// The fast path's start: the inputs record written (one write(2), no buffering) before the body
+// runs, so that a crash keeps the inputs; then as start_call.
+void start_text_call(CallState* s, const RecordBuffer& inputs, const DeviceRanges& ranges) {
+  s->started = true;
+  try {
+    write_buffer(*s, inputs);
+    for (int i = 0; i < ranges.count; ++i) core::note_device_range(s->name, s->seq, ranges.lo[i], ranges.hi[i]);
+  } catch (...) {
+    // Logging never breaks the call.
+  }
+  push_in_flight(s->name, s->seq);
+  s->start = std::chrono::steady_clock::now();  // the outputs record's wall time
 }
 
 // The fast path's outputs record: false when it gave up (rendered from Args then).
@@ -195,23 +204,32 @@ CallState* prepare_call(const char* name, Collector collect, void* context) {
     // stream.
     if (s->settings->level >= 3) {
       if (s->settings->format == Format::Text && s->settings->level < s->settings->hooks_from_level) {
+        // A record rendered from the values waits for nothing (no hook acts at its level, no
+        // stream): written now, one step less on the logging path. On the stack, not in the
+        // call's state: it is done with before the call object exists, and a level-5 record
+        // (statistics) outgrew what the state could hold within its allocation's size class.
+        InlineRecordBuffer<2048> inputs;
+        DeviceRanges ranges;
+        bool rendered = false;
         try {
-          s->text = render_inputs(*s, collect, context);
+          rendered = render_inputs(*s, collect, context, inputs, ranges);
         } catch (...) {
           // Describing a value threw: described again as Args, which keeps the arguments before
           // it (ArgList::add drops only the one that failed).
-          s->inputs_text.clear();
-          s->input_ranges.count = 0;
+        }
+        if (rendered) {
+          s->text = true;
+          start_text_call(s, inputs, ranges);
+          return s;
         }
       }
-      if (!s->text) collect(context, s->inputs);
+      collect(context, s->inputs);
     }
   } catch (...) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.
   }
-  // Below level 3 the line is all there is, and a record rendered from the values waits for
-  // nothing (no hook acts at its level, no stream): written now, one step less on the logging path.
-  if (s->settings->level < 3 || s->text) start_call(s);
+  // Below level 3 the line is all there is: written now, one step less on the logging path.
+  if (s->settings->level < 3) start_call(s);
   return s;
 }
 
@@ -237,11 +255,6 @@ void start_call(CallState* s) {
   try {
     if (s->settings->level < 3) {
       write_record(*s, Event::Call, s->inputs.args(), nullptr);
-    } else if (s->text) {
-      // Written (one write(2), no buffering) before the body runs: a crash keeps the inputs.
-      write_buffer(*s, s->inputs_text);
-      for (int i = 0; i < s->input_ranges.count; ++i)
-        core::note_device_range(s->name, s->seq, s->input_ranges.lo[i], s->input_ranges.hi[i]);
     } else {
       CaptureScope capture(*s, s->inputs.args());
       // Written (one write(2), no buffering) before the body runs: a crash keeps the inputs.

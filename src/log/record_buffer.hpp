@@ -49,7 +49,7 @@ class RecordBuffer {
   [[gnu::noinline]] void grow(std::size_t n) {
     std::size_t capacity = capacity_ * 2;
     while (capacity - size_ < n) capacity *= 2;
-    auto bigger = std::make_unique<char[]>(capacity);
+    auto bigger = std::make_unique_for_overwrite<char[]>(capacity);  // not zeroed: about to be written
     std::memcpy(bigger.get(), data_, size_);
     heap_ = std::move(bigger);
     data_ = heap_.get();
