@@ -223,39 +223,41 @@ void finish(const Acc& acc, std::int64_t multiplicity, std::int64_t count, bool 
   }
 }
 
-std::string check(const TensorView& t) {
-  if (t.scalar_type() == ScalarType::Unsupported) {
-    return "stats unavailable: no statistics for dtype " + dtype_name(t.dtype());
-  }
-  if (t.dl().data == nullptr && t.numel() > 0) return "stats unavailable: null data pointer";
+// Why `t` (of scalar type `type`, `numel` elements) has no statistics; empty when it has.
+std::string check(const TensorView& t, ScalarType type, std::int64_t numel) {
+  if (type == ScalarType::Unsupported) return "stats unavailable: no statistics for dtype " + dtype_name(t.dtype());
+  if (t.dl().data == nullptr && numel > 0) return "stats unavailable: null data pointer";
   return {};
 }
 
 // Host memory, read in place. One StatsResult, returned by name from every path (no copy).
 StatsResult host_stats(const TensorView& t) {
   StatsResult r;
-  r.unavailable = check(t);
-  if (!r.unavailable.empty()) return r;
   const ScalarType type = t.scalar_type();
+  const std::int64_t numel = t.numel();
+  if (type == ScalarType::Unsupported || (t.dl().data == nullptr && numel > 0)) {
+    r.unavailable = check(t, type, numel);
+    return r;
+  }
   const auto* origin = reinterpret_cast<const unsigned char*>(t.origin());
   Acc acc;
   std::int64_t multiplicity = 1;
   if (t.is_contiguous()) {
     // One run from the origin: what the normalized walk comes to for a contiguous tensor,
     // without building it (the common case, once per logged tensor at level 5).
-    run_kernel(type, origin, t.numel(), 1, acc);
+    run_kernel(type, origin, numel, 1, acc);
   } else {
     Walk w(t);
     normalize(t, w);
     multiplicity = w.multiplicity;
-    if (t.numel() > 0) {
+    if (numel > 0) {
       const std::int64_t es = static_cast<std::int64_t>(t.element_size());
       for_each_run(w, [&](std::int64_t offset) {
         run_kernel(type, origin + offset * es, w.inner.size, w.inner.stride, acc);
       });
     }
   }
-  finish(acc, multiplicity, t.numel(), is_floating(type), r.stats.emplace());
+  finish(acc, multiplicity, numel, is_floating(type), r.stats.emplace());
   return r;
 }
 
@@ -267,9 +269,9 @@ void use_baseline_stats_kernels_for_testing(bool baseline) noexcept {
 
 StatsResult compute_stats(const TensorView& t, device::Backend& backend, const StatsOptions& options) {
   StatsResult r;
-  r.unavailable = check(t);
-  if (!r.unavailable.empty()) return r;
   const ScalarType type = t.scalar_type();
+  r.unavailable = check(t, type, t.numel());
+  if (!r.unavailable.empty()) return r;
   Walk w(t);
   normalize(t, w);
   const std::int64_t es = static_cast<std::int64_t>(t.element_size());
