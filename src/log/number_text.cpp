@@ -102,8 +102,9 @@ char* write_general6(double v, char* out) noexcept {
   if (m < 100000 || m > 999999) return general6_slow(v, out);
 
   const std::uint64_t d = six_digits(static_cast<std::uint32_t>(m));
-  // Significant digits kept (%g drops trailing zeros): 6 less m's trailing zeros (m >= 100000).
-  const int n = 6 - (m % 10 == 0) - (m % 100 == 0) - (m % 1000 == 0) - (m % 10000 == 0) - (m % 100000 == 0);
+  // Significant digits kept (%g drops trailing zeros): up to the last digit that is not '0', the
+  // highest byte of d that differs from '0' (the first digit is never '0': m >= 100000).
+  const int n = (63 - std::countl_zero(d ^ 0x3030303030303030ull)) / 8 + 1;
   if (v < 0) *out++ = '-';
   // Below, fixed-size stores (no loop whose length varies from value to value); the end returned
   // keeps what belongs to the number.

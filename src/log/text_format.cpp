@@ -99,10 +99,13 @@ void append_general6(RecordBuffer& out, double v) {
 
 void append_indent(RecordBuffer& out, int depth) {
   static constexpr char kSpaces[] = "                                ";
+  constexpr std::size_t kMost = sizeof kSpaces - 1;
   std::size_t n = 2 * static_cast<std::size_t>(depth);
   while (n > 0) {
-    const std::size_t step = std::min(n, sizeof kSpaces - 1);
-    out.append(kSpaces, step);
+    // A fixed-size copy (inlined), of which `step` bytes are kept.
+    const std::size_t step = std::min(n, kMost);
+    std::memcpy(out.room(kMost), kSpaces, kMost);
+    out.advance(step);
     n -= step;
   }
 }
