@@ -143,9 +143,9 @@ CallState* begin_call(const char* name, Collector collect, void* context, const 
 CallState* prepare_call(const char* name, Collector collect, void* context);
 // The level the call is logged at (its settings were copied when it was prepared).
 int call_level(const CallState* state) noexcept;
-// Whether start_call has run: prepare_call runs it at levels 1 and 2, and for a call whose inputs
-// record was rendered from the values (text, no hook acting at the level: nothing there waits
-// for the stream).
+// Whether the call has started (its line or inputs record written): prepare_call starts it at
+// levels 1 and 2, and for a call whose inputs record was rendered from the values (text, no hook
+// acting at the level: nothing there waits for the stream); start_call otherwise.
 bool call_started(const CallState* state) noexcept;
 void set_stream(CallState* state, void* stream);
 void start_call(CallState* state);
