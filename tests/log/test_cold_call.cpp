@@ -98,7 +98,7 @@ std::array<Lanes, 16> patterns() {
 #define MATE_XMM_CLOBBERS                                                                                       \
   "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
       "xmm13", "xmm14", "xmm15"
-#define MATE_CALL_TRAMPOLINE "leaq -128(%%rsp), %%rsp\n\t call mate_log_cold_call@PLT\n\t leaq 128(%%rsp), %%rsp\n\t"
+#define MATE_CALL_TRAMPOLINE MATE_LOG_COLD_CALL_ASM  // the call cold_call makes
 
 // xmm0-15 hold values, the upper halves are clean (vzeroupper, where the CPU has AVX): after the
 // call the low halves are as they were and the upper halves clean again; MXCSR as it was.

@@ -187,6 +187,15 @@ using ColdFn = void* (*)(void*) noexcept;
 #if defined(__x86_64__) && !defined(__ILP32__) && defined(__ELF__) && defined(__GNUC__)
 #define MATE_LOG_COLD_CALL_TRAMPOLINE 1
 extern "C" void* mate_log_cold_call(ColdFn fn, void* arg) noexcept;  // only ever called from asm
+// The call, with fn in rdi and arg in rsi, the result in rax. Through the GOT, not the PLT: a
+// program that links libmate.so with lazy binding would otherwise reach the trampoline through
+// the dynamic linker's resolver on the first call, which may change r10 and r11 (the ABI lets it)
+// where the compiler was told nothing changes. The GOT entry is filled when the library is
+// loaded; a static link turns the indirect call into a direct one. The 128 bytes skip the red
+// zone, where a leaf function may keep data below the stack pointer that the call's return
+// address would overwrite.
+#define MATE_LOG_COLD_CALL_ASM \
+  "leaq -128(%%rsp), %%rsp\n\t call *mate_log_cold_call@GOTPCREL(%%rip)\n\t leaq 128(%%rsp), %%rsp\n\t"
 // How many times the trampoline saved the whole register state (tests: which way it took).
 std::uint64_t cold_call_full_saves_for_testing() noexcept;
 #endif
@@ -194,12 +203,7 @@ std::uint64_t cold_call_full_saves_for_testing() noexcept;
 [[gnu::always_inline]] inline void* cold_call(ColdFn fn, void* arg) noexcept {
 #if defined(MATE_LOG_COLD_CALL_TRAMPOLINE)
   void* result;
-  // The 128 bytes skip the red zone, where a leaf function may keep data below the stack
-  // pointer that the call's return address would overwrite.
-  asm volatile(
-      "leaq -128(%%rsp), %%rsp\n\t"
-      "call mate_log_cold_call@PLT\n\t"
-      "leaq 128(%%rsp), %%rsp"
+  asm volatile(MATE_LOG_COLD_CALL_ASM
       : "=a"(result)
       : "D"(fn), "S"(arg)
       : "memory", "cc");
