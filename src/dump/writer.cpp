@@ -50,7 +50,10 @@ extern "C" {
 namespace mate::dump {
 
 namespace detail {
-log::CallHook* level10_hook();
+// Weak: calls to it, this file's own included, stay calls through the symbol table whatever the
+// compiler's flags (-fno-semantic-interposition binds a call to a function of the same file
+// directly, and did here: a second writer). See its definition.
+[[gnu::weak]] log::CallHook* level10_hook();
 }
 
 namespace {
@@ -507,8 +510,9 @@ const bool installed = [] {
 
 namespace detail {
 // Extern, not file-local: a kernel library that links MATE statically and is loaded into a
-// program that has MATE too (`mate replay --lib`) binds this to the program's one writer, and
-// add_call_hook ignores the second registration of the same hook.
+// program that has MATE too (`mate replay --lib`, a Python process) binds this to the program's
+// one writer, and add_call_hook ignores the second registration of the same hook (test
+// replay.one_dump_writer_with_a_static_copy_of_mate).
 log::CallHook* level10_hook() {
   static Writer* w = new Writer();  // never destroyed, like the log's hook list
   return w;

@@ -244,8 +244,9 @@ StatsResult host_stats(const TensorView& t) {
   std::int64_t multiplicity = 1;
   if (t.is_contiguous()) {
     // One run from the origin: what the normalized walk comes to for a contiguous tensor,
-    // without building it (the common case, once per logged tensor at level 5).
-    run_kernel(type, origin, numel, 1, acc);
+    // without building it (the common case, once per logged tensor at level 5). A shape with
+    // negative sizes gives no count (nothing is read), as on the walk.
+    if (numel > 0) run_kernel(type, origin, numel, 1, acc);
   } else {
     Walk w(t);
     normalize(t, w);

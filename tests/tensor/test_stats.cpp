@@ -266,6 +266,49 @@ TEST(Stats, LongRunsAgreeWithAReferenceWithAndWithoutNonFiniteValues) {
 // speed) overflow; the mean must be the one the strided path gives, never Inf. f32 and bf16
 // (the two whose lane sums are f32), contiguous and every other element of a larger buffer,
 // with a run short of one block, several blocks, and cancelling signs.
+// Zeros of both signs compare equal: min and max keep the first seen, so a contiguous run (vector
+// lanes, several sums) and the same values strided (one at a time) report the same zero. f32 and
+// f64, runs of whole blocks of vectors and with a tail, +0s first and -0s first.
+TEST(Stats, SignedZerosGiveTheSameMinAndMaxContiguousAndStrided) {
+  for (int n : {64, 70}) {
+    for (bool negative_first : {false, true}) {
+      std::vector<float> f(n), f2(2 * n, 5.0f);
+      std::vector<double> d(n), d2(2 * n, 5.0);
+      for (int i = 0; i < n; ++i) {
+        const bool negative = (i < n / 2) == negative_first;
+        f[i] = f2[2 * i] = negative ? -0.0f : 0.0f;
+        d[i] = d2[2 * i] = negative ? -0.0 : 0.0;
+      }
+      std::vector<std::int64_t> shape{n}, every_other{2};
+      for (auto [data, spread, type] : {std::tuple<const void*, const void*, ScalarType>{f.data(), f2.data(), ScalarType::F32},
+                                        {d.data(), d2.data(), ScalarType::F64}}) {
+        SCOPED_TRACE(dtype_name(dl_view(data, type, shape).dtype) + " n=" + std::to_string(n) +
+                     (negative_first ? " -0 first" : " +0 first"));
+        const Stats contiguous = host_stats(dl_view(data, type, shape));
+        const Stats strided = host_stats(dl_view(spread, type, shape, &every_other));
+        EXPECT_EQ(std::signbit(contiguous.min), std::signbit(strided.min));
+        EXPECT_EQ(std::signbit(contiguous.max), std::signbit(strided.max));
+        EXPECT_EQ(std::signbit(contiguous.min), negative_first);
+        EXPECT_EQ(contiguous.mean, 0.0);
+      }
+    }
+  }
+}
+
+// A shape with a negative size (a malformed DLTensor) has no elements to read: no statistics
+// of memory that is not there, and no negative count of finite values.
+TEST(Stats, ANegativeSizeReadsNothing) {
+  std::int32_t v[4] = {1, 2, 3, 4};
+  for (ScalarType type : {ScalarType::I32, ScalarType::F32}) {
+    std::vector<std::int64_t> shape{-1};
+    StatsResult r = compute_stats(TensorView(dl_view(v, type, shape)));
+    ASSERT_TRUE(r.stats) << r.unavailable;
+    EXPECT_EQ(r.stats->finite, 0);
+    EXPECT_EQ(r.stats->nan, 0);
+    EXPECT_EQ(r.stats->inf, 0);
+  }
+}
+
 TEST(Stats, ValuesNearTheMaximumHaveTheSameFiniteMeanContiguousAndStrided) {
   const float big = 2e38f;
   const std::uint16_t big_bf16 = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(big) >> 16);
