@@ -9,7 +9,8 @@
 //    next call's input, so the latency the instrumentation adds is measured, not its
 //    throughput (goal: difference at most 0.5 ns);
 //  * MemRead vs Stats/<dtype> over the same bytes (bytes_per_second; goal: statistics at least
-//    0.8x the plain read at 16 MiB and 64 MiB, for every dtype).
+//    0.8x the plain read at 16 MiB and 64 MiB, for every dtype); StatsBaseline/<dtype>: the
+//    kernels a CPU without AVX2 runs.
 #include <benchmark/benchmark.h>
 
 #include <bit>
@@ -192,6 +193,18 @@ BENCHMARK(BM_Stats<ScalarType::U16>)->Name("Stats/u16") MATE_SIZES;
 BENCHMARK(BM_Stats<ScalarType::U32>)->Name("Stats/u32") MATE_SIZES;
 BENCHMARK(BM_Stats<ScalarType::U64>)->Name("Stats/u64") MATE_SIZES;
 BENCHMARK(BM_Stats<ScalarType::Bool>)->Name("Stats/bool") MATE_SIZES;
+
+// The same kernels built for the baseline instruction set (what a CPU without AVX2 runs; no goal
+// yet, see bench/README.md: GCC turns their 32-byte compares and selects into one scalar
+// operation per lane on SSE2, and likely on aarch64's 16-byte NEON too).
+template <ScalarType T>
+void BM_StatsBaseline(benchmark::State& state) {
+  mate::tensor::use_baseline_stats_kernels_for_testing(true);
+  BM_Stats<T>(state);
+  mate::tensor::use_baseline_stats_kernels_for_testing(false);
+}
+BENCHMARK(BM_StatsBaseline<ScalarType::F32>)->Name("StatsBaseline/f32")->Arg(16 << 20)->Arg(1 << 10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_StatsBaseline<ScalarType::BF16>)->Name("StatsBaseline/bf16")->Arg(16 << 20)->Arg(1 << 10)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
