@@ -2,6 +2,7 @@
 //
 //   build/default/bench/log/bench_log_records --benchmark_filter=Ratio    # the goals, ~3 s
 //   build/default/bench/log/bench_log_records                             # everything
+//   build/default/bench/log/bench_log_records_shared ...   # the same program linked with libmate.so
 //
 // A downstream-like call (two 16x16 f32 tensors and a float, one thread) logged at levels 1, 3
 // and 5 to a file in the current directory (a real file system, not /dev/null), and the
