@@ -235,10 +235,8 @@ StatsResult host_stats(const TensorView& t) {
   StatsResult r;
   const ScalarType type = t.scalar_type();
   const std::int64_t numel = t.numel();
-  if (type == ScalarType::Unsupported || (t.dl().data == nullptr && numel > 0)) {
-    r.unavailable = check(t, type, numel);
-    return r;
-  }
+  r.unavailable = check(t, type, numel);
+  if (!r.unavailable.empty()) return r;
   const auto* origin = reinterpret_cast<const unsigned char*>(t.origin());
   Acc acc;
   std::int64_t multiplicity = 1;
