@@ -79,17 +79,26 @@ struct Acc {
 // The kernels are compiled twice: for the build's baseline (SSE2 on x86-64) and, on x86-64, for
 // AVX2 (twice the vector width, and the 8- and 64-bit compares SSE2 lacks), chosen at run time.
 // The results are the same either way: each lane gets the same elements in the same order.
+// MATE_STATS_HALVES: 32-byte vectors as two native 16-byte ones (see stats_kernels.inc).
+#if defined(__AVX__)
+#define MATE_STATS_HALVES 0
+#else
+#define MATE_STATS_HALVES 1
+#endif
 namespace baseline {
 #include "stats_kernels.inc"
 }  // namespace baseline
+#undef MATE_STATS_HALVES
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define MATE_STATS_AVX2 1
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#define MATE_STATS_HALVES 0
 namespace avx2 {
 #include "stats_kernels.inc"
 }  // namespace avx2
+#undef MATE_STATS_HALVES
 #pragma GCC pop_options
 #endif
 
