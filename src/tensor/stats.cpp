@@ -14,6 +14,10 @@
 #include <limits>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>  // _mm_getcsr, _mm_setcsr
+#endif
+
 #include "mate/tensor/stats.hpp"
 
 #include "mate/device/vendors.hpp"
@@ -103,6 +107,39 @@ namespace avx2 {
 #endif
 
 std::atomic<bool> g_force_baseline{false};
+
+// The statistics are exact whatever floating-point mode the caller runs in. A process can have
+// subnormals flushed to zero (x86's MXCSR FTZ and DAZ bits, set for the whole process by
+// -ffast-math's startup code or torch.set_flush_denormal(True); aarch64's FPCR.FZ): the kernels
+// would then count e4m3 values below 2^-6, f16 below 2^-14 and f32 denormals as zero, and the
+// conversions' multiplies would flush them. Cleared for the computation, restored after; when
+// they are not set (the common case) this costs a read of the control register.
+class ExactFloatMode {
+ public:
+#if defined(__x86_64__)
+  static constexpr unsigned kFlushBits = 0x8040;  // FTZ (bit 15), DAZ (bit 6)
+  ExactFloatMode() noexcept : saved_(_mm_getcsr()) {
+    if (saved_ & kFlushBits) _mm_setcsr(saved_ & ~kFlushBits);
+  }
+  ~ExactFloatMode() {
+    if (saved_ & kFlushBits) _mm_setcsr(saved_);
+  }
+
+ private:
+  unsigned saved_;
+#elif defined(__aarch64__) && defined(__GNUC__)
+  static constexpr unsigned kFlushBits = 1u << 24;  // FPCR.FZ
+  ExactFloatMode() noexcept : saved_(__builtin_aarch64_get_fpcr()) {
+    if (saved_ & kFlushBits) __builtin_aarch64_set_fpcr(saved_ & ~kFlushBits);
+  }
+  ~ExactFloatMode() {
+    if (saved_ & kFlushBits) __builtin_aarch64_set_fpcr(saved_);
+  }
+
+ private:
+  unsigned saved_;
+#endif
+};
 
 void run_kernel(ScalarType type, const unsigned char* p, std::int64_t n, std::int64_t stride, Acc& acc) {
 #if defined(MATE_STATS_AVX2)
@@ -276,6 +313,7 @@ void use_baseline_stats_kernels_for_testing(bool baseline) noexcept {
 }
 
 StatsResult compute_stats(const TensorView& t, device::Backend& backend, const StatsOptions& options) {
+  const ExactFloatMode exact;
   StatsResult r;
   const ScalarType type = t.scalar_type();
   r.unavailable = check(t, type, t.numel());
@@ -318,7 +356,10 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
 
 StatsResult compute_stats(const TensorView& t, const StatsOptions& options) {
   const Memory m = t.memory();
-  if (m == Memory::Host) return host_stats(t);
+  if (m == Memory::Host) {
+    const ExactFloatMode exact;
+    return host_stats(t);
+  }
   StatsResult r;
   if (m == Memory::Other) {
     r.unavailable = "stats unavailable: cannot read memory of device " + device_name(t.device());

@@ -3,6 +3,7 @@
 import glob
 import json
 import os
+import struct
 import subprocess
 
 from conftest import json_records
@@ -104,6 +105,30 @@ def test_level_5_statistics(run_python, tmp_path):
     assert t["stats"]["min"] == 0.0 and t["stats"]["max"] == 5.0 and t["stats"]["mean"] == 2.5
     ret = records[1]["args"][0]
     assert ret["stats"]["max"] == 10.0
+
+
+def test_level_5_statistics_count_subnormals_under_flush_denormal(run_python, tmp_path):
+    # torch.set_flush_denormal(True) sets FTZ/DAZ for the whole process; the statistics are
+    # computed with the mode cleared (and it is set again after: the assert below).
+    log = tmp_path / "log.json"
+    run_python("""
+import torch
+from mate.api_logging import mate_api
+
+@mate_api
+def tiny(h, f):
+    return None
+
+assert torch.set_flush_denormal(True)
+h = torch.ones(64, dtype=torch.int16).view(torch.float16)              # 2^-24, f16's smallest
+f = torch.full((64,), 0x000116C2, dtype=torch.int32).view(torch.float32)  # ~1e-40, an f32 denormal
+tiny(h, f)
+assert (f * 1).eq(0).all(), "flush-to-zero is the process's mode again after the call"
+""", env={"MATE_LOGLEVEL": "5", "MATE_LOGDEST": str(log), "MATE_LOGFORMAT": "json"})
+    h, f = json_records(log)[0]["args"]
+    assert h["stats"]["min"] == h["stats"]["max"] == h["stats"]["mean"] == 2.0**-24
+    denormal = struct.unpack("<f", struct.pack("<I", 0x000116C2))[0]
+    assert f["stats"]["min"] == f["stats"]["max"] == denormal
 
 
 def test_records_have_the_fields_of_a_cpp_call(run_python, tmp_path, ops_demo):

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>  // _mm_getcsr, _mm_setcsr
+#endif
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -554,5 +558,50 @@ TEST(Stats, BaselineAndDefaultKernelsGiveIdenticalResultsForEveryDtype) {
     }
   }
 }
+
+#if defined(__x86_64__)
+// The caller's floating-point mode does not change the statistics: with MXCSR's flush-to-zero
+// and denormals-are-zero set (as -ffast-math's startup code, or torch.set_flush_denormal(True),
+// leave them for the whole process), subnormal values still count at their value: e4m3's
+// smallest (2^-9 and up), f16's, and f32 denormals. The caller's mode is left as it was.
+TEST(Stats, FlushToZeroModeOfTheCallerChangesNothing) {
+  // e4m3 0x01 = 2^-9, 0x07 = 7 * 2^-9 (subnormal), 0x08 = 2^-6 (the smallest normal); f16 0x0001 = 2^-24.
+  std::vector<std::uint8_t> e4m3(64, 0x01);
+  e4m3[5] = 0x07;
+  e4m3[6] = 0x08;
+  std::vector<std::uint16_t> f16(64, 0x0001);
+  std::vector<float> f32(64, 1e-40f);
+  const double e4m3_sum = 62 * 0x1p-9 + 7 * 0x1p-9 + 0x1p-6;
+  const double denormal = static_cast<double>(1e-40f);
+  std::vector<std::int64_t> shape{64}, two{2}, half{32};
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040);  // FTZ (bit 15) and DAZ (bit 6)
+  with_each_kernel_build([&] {
+    for (bool strided : {false, true}) {
+      SCOPED_TRACE(strided ? "every other element" : "contiguous");
+      const DLTensor t8 = strided ? dl_view(e4m3.data(), ScalarType::F8E4M3, half, &two)
+                                  : dl_view(e4m3.data(), ScalarType::F8E4M3, shape);
+      const Stats a = host_stats(t8);
+      EXPECT_EQ(a.min, 0x1p-9);
+      if (!strided) {
+        EXPECT_EQ(a.max, 0x1p-6);
+        EXPECT_EQ(a.mean, e4m3_sum / 64);
+      }
+      const Stats b = host_stats(strided ? dl_view(f16.data(), ScalarType::F16, half, &two)
+                                         : dl_view(f16.data(), ScalarType::F16, shape));
+      EXPECT_EQ(b.min, 0x1p-24);
+      EXPECT_EQ(b.mean, 0x1p-24);
+      const Stats c = host_stats(strided ? dl_view(f32.data(), ScalarType::F32, half, &two)
+                                         : dl_view(f32.data(), ScalarType::F32, shape));
+      EXPECT_EQ(c.min, denormal);
+      EXPECT_EQ(c.max, denormal);
+      EXPECT_DOUBLE_EQ(c.mean, denormal);
+    }
+  });
+  const unsigned after = _mm_getcsr();
+  _mm_setcsr(saved);
+  EXPECT_EQ(after & 0x8040u, 0x8040u) << "the caller's mode was not left as it was";
+}
+#endif
 
 }  // namespace
