@@ -108,32 +108,34 @@ namespace avx2 {
 
 std::atomic<bool> g_force_baseline{false};
 
-// The statistics are exact whatever floating-point mode the caller runs in. A process can have
-// subnormals flushed to zero (x86's MXCSR FTZ and DAZ bits, set for the whole process by
-// -ffast-math's startup code or torch.set_flush_denormal(True); aarch64's FPCR.FZ): the kernels
-// would then count e4m3 values below 2^-6, f16 below 2^-14 and f32 denormals as zero, and the
-// conversions' multiplies would flush them. Cleared for the computation, restored after; when
-// they are not set (the common case) this costs a read of the control register.
+// The statistics are exact (and the same) whatever floating-point mode the caller runs in. A
+// process can have subnormals flushed to zero (x86's MXCSR FTZ and DAZ bits, set for the whole
+// process by -ffast-math's startup code or torch.set_flush_denormal(True); aarch64's FPCR.FZ):
+// the kernels would then count e4m3 values below 2^-6, f16 below 2^-14 and f32 denormals as
+// zero, the conversions' multiplies flushing them. It can also round other than to nearest
+// (fesetround), which would change the sums' last bits. Both are set to the default for the
+// computation and restored after; when they are the default (the common case) this costs a read
+// of the control register.
 class ExactFloatMode {
  public:
 #if defined(__x86_64__)
-  static constexpr unsigned kFlushBits = 0x8040;  // FTZ (bit 15), DAZ (bit 6)
+  static constexpr unsigned kModeBits = 0xe040;  // FTZ (bit 15), rounding (13-14), DAZ (6)
   ExactFloatMode() noexcept : saved_(_mm_getcsr()) {
-    if (saved_ & kFlushBits) _mm_setcsr(saved_ & ~kFlushBits);
+    if (saved_ & kModeBits) _mm_setcsr(saved_ & ~kModeBits);
   }
   ~ExactFloatMode() {
-    if (saved_ & kFlushBits) _mm_setcsr(saved_);
+    if (saved_ & kModeBits) _mm_setcsr(saved_);
   }
 
  private:
   unsigned saved_;
-#elif defined(__aarch64__) && defined(__GNUC__)
-  static constexpr unsigned kFlushBits = 1u << 24;  // FPCR.FZ
+#elif defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)  // GCC's builtins (GCC 5 on)
+  static constexpr unsigned kModeBits = 0x01c00000;  // FPCR.FZ (bit 24), RMode (22-23)
   ExactFloatMode() noexcept : saved_(__builtin_aarch64_get_fpcr()) {
-    if (saved_ & kFlushBits) __builtin_aarch64_set_fpcr(saved_ & ~kFlushBits);
+    if (saved_ & kModeBits) __builtin_aarch64_set_fpcr(saved_ & ~kModeBits);
   }
   ~ExactFloatMode() {
-    if (saved_ & kFlushBits) __builtin_aarch64_set_fpcr(saved_);
+    if (saved_ & kModeBits) __builtin_aarch64_set_fpcr(saved_);
   }
 
  private:

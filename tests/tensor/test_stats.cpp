@@ -602,6 +602,22 @@ TEST(Stats, FlushToZeroModeOfTheCallerChangesNothing) {
   _mm_setcsr(saved);
   EXPECT_EQ(after & 0x8040u, 0x8040u) << "the caller's mode was not left as it was";
 }
+
+// Nor does its rounding mode: rounding up, the sums (and so the mean) would come out otherwise
+// in the last bits. Values whose f32 lane sums round: 1 + 2^-23 k.
+TEST(Stats, TheCallersRoundingModeChangesNothing) {
+  std::vector<float> v(4096);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1.0f + std::ldexp(static_cast<float>(i % 7), -23) + static_cast<float>(i % 3);
+  std::vector<std::int64_t> shape{static_cast<std::int64_t>(v.size())};
+  const Stats nearest = host_stats(dl_view(v.data(), ScalarType::F32, shape));
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr((saved & ~0x6000u) | 0x4000u);  // round up
+  const Stats up = host_stats(dl_view(v.data(), ScalarType::F32, shape));
+  const unsigned after = _mm_getcsr();
+  _mm_setcsr(saved);
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(up.mean), std::bit_cast<std::uint64_t>(nearest.mean)) << up.mean << " vs " << nearest.mean;
+  EXPECT_EQ(after & 0x6000u, 0x4000u) << "the caller's rounding mode was not left as it was";
+}
 #endif
 
 }  // namespace
