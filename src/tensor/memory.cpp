@@ -6,8 +6,12 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "mate/device/driver.hpp"
 #include "mate/device/vendors.hpp"
+
+#include "host_read_guard.hpp"
 
 namespace mate::tensor {
 
@@ -63,6 +67,11 @@ std::string copy_extent_out(const TensorView& t, ByteSink sink, void* context, c
   const std::size_t chunk = std::max<std::size_t>(options.chunk_bytes, 1);
   const Memory m = t.memory();
   if (m == Memory::Host) {
+    // A stale or wild pointer (or a device address described as CPU memory) is an error here,
+    // not a crash of the program being dumped (see host_read_guard.hpp).
+    std::uintptr_t fault = 0;
+    if (!detail::host_range_readable(lo, lo + total, fault))
+      return fmt::format("host memory not readable at {:#x} (the tensor spans [{:#x}, {:#x}))", fault, lo, lo + total);
     for (std::size_t done = 0; done < total;) {
       const std::size_t n = std::min(chunk, total - done);
       if (!sink(context, reinterpret_cast<const void*>(lo + done), n)) return "write failed";

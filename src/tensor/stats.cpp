@@ -14,6 +14,8 @@
 #include <limits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #if defined(__x86_64__)
 #include <xmmintrin.h>  // _mm_getcsr, _mm_setcsr
 #endif
@@ -21,6 +23,8 @@
 #include "mate/tensor/stats.hpp"
 
 #include "mate/device/vendors.hpp"
+
+#include "host_read_guard.hpp"
 
 // The kernels pass 32-byte vectors between their inline helpers, all internal to this file: no
 // ABI to keep (GCC reports these at the end of the file, so this cannot be scoped).
@@ -190,11 +194,15 @@ class SmallArray {
 // The normalized walk: element offset of the first visited element, outer dims (outermost
 // first), the inner run, and how many logical elements each visited one stands for.
 struct Walk {
-  explicit Walk(const TensorView& t) : outer(static_cast<std::size_t>(t.ndim())) {}
+  explicit Walk(const TensorView& t)
+      : outer(static_cast<std::size_t>(t.ndim())), idx(static_cast<std::size_t>(t.ndim())) {}
   std::int64_t base = 0;
   SmallArray<Dim> outer;
   Dim inner{1, 1};
   std::int64_t multiplicity = 1;
+  // The odometer of for_each_run, allocated here: a walk of host memory may be left at a fault
+  // (read_host_guarded), and must then hold nothing that needs destroying.
+  SmallArray<std::int64_t> idx;
 };
 
 // Fills `w` (made for `t`): the dims that take part, largest stride first, merged where one
@@ -237,8 +245,9 @@ void normalize(const TensorView& t, Walk& w) {
 
 // Calls visit(element_offset) for the start of every inner run.
 template <class Visit>
-void for_each_run(const Walk& w, Visit visit) {
-  SmallArray<std::int64_t> idx(w.outer.size());
+void for_each_run(Walk& w, Visit visit) {
+  SmallArray<std::int64_t>& idx = w.idx;
+  idx.resize_down(0);
   for (std::size_t d = 0; d < w.outer.size(); ++d) idx.push_back(0);
   std::int64_t offset = w.base;
   while (true) {
@@ -278,30 +287,65 @@ std::string check(const TensorView& t, ScalarType type, std::int64_t numel) {
   return {};
 }
 
-// Host memory, read in place. One StatsResult, returned by name from every path (no copy).
+// Host memory, read in place, through read_host_guarded: a tensor whose memory cannot be read
+// (a stale or wild pointer, a device address described as CPU memory) gets no statistics and a
+// reason, where reading it would have ended the program before its inputs record was written.
+// One StatsResult, returned by name from every path (no copy).
+struct HostRead {
+  ScalarType type;
+  const unsigned char* origin;
+  std::int64_t numel;
+  std::int64_t element_size;
+  Walk* walk = nullptr;  // null: contiguous, one run from the origin
+  Acc* acc;
+};
+
+void read_host(void* context) {
+  HostRead& r = *static_cast<HostRead*>(context);
+  if (r.walk == nullptr) {
+    // One run from the origin: what the normalized walk comes to for a contiguous tensor,
+    // without building it (the common case, once per logged tensor at level 5).
+    run_kernel(r.type, r.origin, r.numel, 1, *r.acc);
+    return;
+  }
+  Walk& w = *r.walk;
+  for_each_run(w, [&](std::int64_t offset) {
+    run_kernel(r.type, r.origin + offset * r.element_size, w.inner.size, w.inner.stride, *r.acc);
+  });
+}
+
+// read's runs through read_host_guarded over [lo, hi); false with the reason in r when the memory
+// could not be read.
+bool read_guarded(HostRead& read, std::uintptr_t lo, std::uintptr_t hi, StatsResult& r) {
+  std::uintptr_t fault = 0;
+  if (detail::read_host_guarded(lo, hi, read_host, &read, fault)) return true;
+  r.unavailable = fmt::format("stats unavailable: host memory not readable at {:#x} (the tensor spans [{:#x}, {:#x}))",
+                              fault, lo, hi);
+  return false;
+}
+
 StatsResult host_stats(const TensorView& t) {
   StatsResult r;
   const ScalarType type = t.scalar_type();
   const std::int64_t numel = t.numel();
   r.unavailable = check(t, type, numel);
   if (!r.unavailable.empty()) return r;
-  const auto* origin = reinterpret_cast<const unsigned char*>(t.origin());
   Acc acc;
   std::int64_t multiplicity = 1;
-  if (t.is_contiguous()) {
-    // One run from the origin: what the normalized walk comes to for a contiguous tensor,
-    // without building it (the common case, once per logged tensor at level 5). A shape with
-    // negative sizes gives no count (nothing is read), as on the walk.
-    if (numel > 0) run_kernel(type, origin, numel, 1, acc);
-  } else {
-    Walk w(t);
-    normalize(t, w);
-    multiplicity = w.multiplicity;
-    if (numel > 0) {
-      const std::int64_t es = static_cast<std::int64_t>(t.element_size());
-      for_each_run(w, [&](std::int64_t offset) {
-        run_kernel(type, origin + offset * es, w.inner.size, w.inner.stride, acc);
-      });
+  // A shape with negative sizes gives no count: nothing is read, as for an empty tensor.
+  if (numel > 0) {
+    const std::int64_t es = static_cast<std::int64_t>(t.element_size());
+    HostRead read{type, reinterpret_cast<const unsigned char*>(t.origin()), numel, es, nullptr, &acc};
+    if (t.is_contiguous()) {
+      const std::uintptr_t lo = t.origin();
+      if (!read_guarded(read, lo, lo + static_cast<std::uintptr_t>(numel * es), r)) return r;
+    } else {
+      Walk w(t);
+      normalize(t, w);
+      multiplicity = w.multiplicity;
+      read.walk = &w;
+      const VaRange va = t.va_range();
+      if (!read_guarded(read, va.lo, va.hi, r)) return r;
     }
   }
   finish(acc, multiplicity, numel, is_floating(type), r.stats.emplace());

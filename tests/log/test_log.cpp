@@ -1,6 +1,7 @@
 // In-process tests of the instrumentation: levels, records, exceptions, hooks, crash context.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -14,6 +15,8 @@
 
 #include "mate/config.hpp"
 #include "mate/core/crash_context.hpp"
+#include "mate/dump/call_record.hpp"
+#include "mate/dump/dump.hpp"
 #include "mate/log/api.hpp"
 #include "dl_tensor.hpp"
 #include "log_chained_calls.hpp"
@@ -161,6 +164,53 @@ TEST_F(LogTest, LevelFiveAddsStatisticsOfOutputsAfterTheCall) {
   EXPECT_NE(text.find("    stats: min 1 max 3 mean 2 nan 1 inf 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("    stats: min 2 max 6 mean 4 nan 1 inf 0\n", outputs), std::string::npos) << text;
   EXPECT_NE(text.find("    stats: min 0 max 0 mean 0 nan 0 inf 0\n"), std::string::npos) << "out before the call";
+}
+
+// A tensor whose memory is gone (freed, or a device address described as CPU memory), passed to
+// a call whose body never reads it: at level 5 and 10 the record is written with why there are
+// no statistics (no data), and the program goes on, as at level 3. Before, reading it for the
+// statistics ended the program before the inputs record existed.
+float touches_nothing(const DLTensor* t) {
+  return MATE_API("touches_nothing", t).run([] { return 1.0f; });
+}
+
+TEST_F(LogTest, MemoryThatCannotBeReadIsRecordedNotACrashAtLevelsFiveAndTen) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* gone = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  ::munmap(gone, static_cast<std::size_t>(page));
+  std::int64_t shape[1] = {256};
+  DLTensor t{};
+  t.data = gone;
+  t.device = {kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = {kDLFloat, 32, 1};
+  t.shape = shape;
+  char at[32];
+  std::snprintf(at, sizeof at, "%p", gone);
+
+  configure(5);
+  EXPECT_EQ(touches_nothing(&t), 1.0f);
+  std::string text = log();
+  EXPECT_NE(text.find(std::string("    stats unavailable: host memory not readable at ") + at), std::string::npos) << text;
+  EXPECT_NE(text.find("touches_nothing outputs"), std::string::npos) << text;
+
+  configure(10);
+  const std::string root = (dir_ / "dumps").string();
+  overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_DUMP_DIR, root));
+  mate::log::reconfigure();
+  mate::dump::reconfigure();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(touches_nothing(&t), 1.0f);
+  ::testing::internal::GetCapturedStderr();
+  std::vector<std::string> calls = mate::dump::find_call_dirs(root);
+  ASSERT_EQ(calls.size(), 1u);
+  std::ifstream in(calls[0] + "/call.json");
+  const auto call = nlohmann::json::parse(in);
+  EXPECT_NE(call["inputs"][0]["error"].get<std::string>().find(std::string("host memory not readable at ") + at),
+            std::string::npos)
+      << call.dump(2);
+  EXPECT_FALSE(call["inputs"][0].contains("file")) << call.dump(2);
 }
 
 TEST_F(LogTest, ExceptionsAreLoggedWithMessageAndRethrown) {

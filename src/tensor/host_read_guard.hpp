@@ -1,0 +1,31 @@
+// Reading host memory that may not be readable, without a crash (level-5 statistics, dumps).
+//
+// A tensor's data pointer can be stale (freed), wild, or a device address described as CPU
+// memory. The statistics read it before the call's inputs record is written, so a fault there
+// would end the program before the record that explains it exists: at level 3 the same program
+// logs the call and then crashes in the kernel. Reads go through read_host_guarded instead: a
+// fault inside the range being read ends only that read.
+#pragma once
+
+#include <cstdint>
+
+namespace mate::tensor::detail {
+
+// Runs read(context), which reads host memory within [lo, hi), and returns true. When one of
+// those reads faults (SIGSEGV or SIGBUS at an address in that range's pages), read is abandoned
+// where it was (siglongjmp: it must hold nothing that needs destroying) and false is returned
+// with the address in `fault`. A fault anywhere else goes to the handler that was there before
+// (or the default action), as if none were installed.
+//
+// The handler is installed on the first call, once per process, with SA_NODEFER and SA_ONSTACK,
+// keeping the previous action to chain to; a handler installed later by the program replaces it
+// (reads are then unguarded again, as before). Each thread has its own read in progress.
+bool read_host_guarded(std::uintptr_t lo, std::uintptr_t hi, void (*read)(void*), void* context,
+                       std::uintptr_t& fault) noexcept;
+
+// Whether [lo, hi) can be read: one guarded read per page (for code that then reads it with
+// functions of its own, such as a dump's checksum; memory unmapped in between is not covered).
+// False with the first unreadable address in `fault`.
+bool host_range_readable(std::uintptr_t lo, std::uintptr_t hi, std::uintptr_t& fault) noexcept;
+
+}  // namespace mate::tensor::detail
