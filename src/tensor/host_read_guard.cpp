@@ -1,6 +1,9 @@
 // The SIGSEGV/SIGBUS handler behind read_host_guarded (see host_read_guard.hpp).
 #include "host_read_guard.hpp"
 
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <unistd.h>
@@ -9,12 +12,19 @@
 #include <cstdint>
 #include <mutex>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>  // _mm_getcsr, _mm_setcsr
+#endif
+
+#include "mate/core/crash_context.hpp"
+
 namespace mate::tensor::detail {
 
 namespace {
 
 struct GuardedRead {
   sigjmp_buf resume;
+  std::uintptr_t start;   // the range as asked, for the report of a fault with no address
   std::uintptr_t lo, hi;  // page-rounded
   std::uintptr_t fault;
 };
@@ -25,69 +35,137 @@ __attribute__((tls_model("initial-exec"))) thread_local GuardedRead* t_read = nu
 
 struct sigaction g_previous[2];  // SIGSEGV's and SIGBUS's actions before ours
 std::once_flag g_install;
-std::atomic<bool> g_installed{false};  // a load, where call_once is a call through the PLT
-std::uintptr_t g_page = 4096;           // set by install()
+std::atomic<bool> g_decided{false};  // a load, where call_once is a call through the PLT
+bool g_active = false;               // our handler is installed (see install())
+std::uintptr_t g_page = 4096;
 
 int index_of(int sig) noexcept { return sig == SIGBUS ? 1 : 0; }
 
-// As if this handler had never been installed: the previous handler runs, or the default
-// action ends the process with the same signal and address (returning from a fault re-executes
-// the access; a signal sent by kill() is raised again).
-void chain(int sig, siginfo_t* info, void* context) noexcept {
-  const struct sigaction& previous = g_previous[index_of(sig)];
-  if (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN) {
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    ::sigaction(sig, &dfl, nullptr);
-    if (info->si_code <= 0) ::raise(sig);
+void reset_to_default(int sig) noexcept {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+}
+
+// As if this handler had never been installed. Ignored or default: a fault cannot be ignored
+// (the kernel ends a process that ignores the signal of a fault), so the default action is put
+// back and the access re-executed when this returns; a signal sent by a process is ignored, or
+// raised again under the default action. A handler: run as the kernel would have run it, with
+// its mask (and the signal itself, unless SA_NODEFER) blocked and SA_RESETHAND honoured.
+void pass_on(int sig, siginfo_t* info, void* context) noexcept {
+  const int saved_errno = errno;
+  struct sigaction& previous = g_previous[index_of(sig)];
+  const bool sent = info == nullptr || info->si_code <= 0;  // kill(), sigqueue(), raise()
+  if (previous.sa_handler == SIG_IGN || previous.sa_handler == SIG_DFL) {
+    const bool ignored = previous.sa_handler == SIG_IGN;
+    if (!(ignored && sent)) reset_to_default(sig);
+    if (sent && !ignored) ::raise(sig);
+    errno = saved_errno;
     return;
   }
-  if ((previous.sa_flags & SA_SIGINFO) != 0) {
-    previous.sa_sigaction(sig, info, context);
-  } else {
-    previous.sa_handler(sig);
+  const struct sigaction action = previous;
+  if ((action.sa_flags & SA_RESETHAND) != 0) {
+    previous.sa_handler = SIG_DFL;
+    previous.sa_flags &= ~SA_SIGINFO;
   }
+  sigset_t mask, before;
+  pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  for (int s = 1; s < NSIG; ++s)
+    if (sigismember(&action.sa_mask, s) == 1) sigaddset(&mask, s);
+  if ((action.sa_flags & SA_NODEFER) == 0) sigaddset(&mask, sig);
+  pthread_sigmask(SIG_SETMASK, &mask, &before);
+  if ((action.sa_flags & SA_SIGINFO) != 0) {
+    action.sa_sigaction(sig, info, context);
+  } else {
+    action.sa_handler(sig);
+  }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  errno = saved_errno;
 }
 
 void on_fault(int sig, siginfo_t* info, void* context) {
   GuardedRead* read = t_read;
   if (read != nullptr && info->si_code > 0) {  // a fault, not a signal sent by a process
     const auto at = reinterpret_cast<std::uintptr_t>(info->si_addr);
-    if (at >= read->lo && at < read->hi) {
-      read->fault = at;
+    // A non-canonical address (a wild pointer with garbage in its high bits) is a general
+    // protection fault: SIGSEGV with SI_KERNEL and no address.
+    const bool no_address = sig == SIGSEGV && info->si_code == SI_KERNEL;
+    if (no_address || (at >= read->lo && at < read->hi)) {
+      read->fault = no_address ? read->start : at;
       siglongjmp(read->resume, 1);
     }
   }
-  chain(sig, info, context);
+  pass_on(sig, info, context);
 }
 
+// Once per process. Under `mate guard-run` (its preload library in the process) the guard owns
+// these signals and reports every fault in its memory, naming the API call in flight: no
+// handler of ours, reads go unguarded. Otherwise the actions in place are kept first, then
+// ours installed, so that a fault on another thread in between still finds them.
 void install() noexcept {
   g_page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  for (int sig : {SIGSEGV, SIGBUS}) {
-    struct sigaction ours {};
-    ours.sa_sigaction = on_fault;
-    ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;  // NODEFER: siglongjmp leaves no mask to undo
-    sigemptyset(&ours.sa_mask);
-    ::sigaction(sig, &ours, &g_previous[index_of(sig)]);
+  if (::dlsym(RTLD_DEFAULT, core::kPreloadCrashContextRegistrar) == nullptr) {
+    for (int sig : {SIGSEGV, SIGBUS}) ::sigaction(sig, nullptr, &g_previous[index_of(sig)]);
+    for (int sig : {SIGSEGV, SIGBUS}) {
+      struct sigaction ours {};
+      ours.sa_sigaction = on_fault;
+      ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;  // NODEFER: siglongjmp leaves no mask to undo
+      sigemptyset(&ours.sa_mask);
+      ::sigaction(sig, &ours, nullptr);
+    }
+    g_active = true;
   }
-  g_installed.store(true, std::memory_order_release);
+  g_decided.store(true, std::memory_order_release);
 }
+
+// The floating-point controls a signal handler starts without (Linux gives it the initial FPU
+// state, and siglongjmp does not bring the interrupted one back): kept across a guarded read.
+struct FloatControls {
+#if defined(__x86_64__)
+  unsigned mxcsr = _mm_getcsr();
+  unsigned short x87 = [] {
+    unsigned short cw;
+    asm volatile("fnstcw %0" : "=m"(cw));
+    return cw;
+  }();
+  void restore() const noexcept {
+    _mm_setcsr(mxcsr);
+    asm volatile("fldcw %0" : : "m"(x87));
+  }
+#elif defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)
+  unsigned fpcr = __builtin_aarch64_get_fpcr();
+  void restore() const noexcept { __builtin_aarch64_set_fpcr(fpcr); }
+#else
+  void restore() const noexcept {}
+#endif
+};
 
 }  // namespace
 
 bool read_host_guarded(std::uintptr_t lo, std::uintptr_t hi, void (*read)(void*), void* context,
                        std::uintptr_t& fault) noexcept {
-  if (!g_installed.load(std::memory_order_acquire)) std::call_once(g_install, install);
+  if (hi < lo) {  // the range wraps around the top of the address space: a wild pointer
+    fault = lo;
+    return false;
+  }
+  if (!g_decided.load(std::memory_order_acquire)) std::call_once(g_install, install);
+  if (!g_active) {
+    read(context);
+    return true;
+  }
   const std::uintptr_t page = g_page;
   GuardedRead guarded;
+  guarded.start = lo;
   guarded.lo = lo & ~(page - 1);
   guarded.hi = hi > UINTPTR_MAX - page ? UINTPTR_MAX : (hi + page - 1) & ~(page - 1);
   guarded.fault = 0;
+  const FloatControls controls;
   GuardedRead* const outer = t_read;
   // No signal mask saved (0): the handler runs with SA_NODEFER, so leaving it changes no mask.
   if (sigsetjmp(guarded.resume, 0) != 0) {
     t_read = outer;
+    controls.restore();
     fault = static_cast<volatile GuardedRead&>(guarded).fault;
     return false;
   }
@@ -100,7 +178,7 @@ bool read_host_guarded(std::uintptr_t lo, std::uintptr_t hi, void (*read)(void*)
 }
 
 bool host_range_readable(std::uintptr_t lo, std::uintptr_t hi, std::uintptr_t& fault) noexcept {
-  if (hi <= lo) return true;
+  if (hi == lo) return true;
   struct Range {
     std::uintptr_t lo, hi, page;
   } range{lo, hi, static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE))};

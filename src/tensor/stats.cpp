@@ -87,7 +87,7 @@ struct Acc {
 // The kernels are compiled twice: for the build's baseline (SSE2 on x86-64) and, on x86-64, for
 // AVX2 (twice the vector width, and the 8- and 64-bit compares SSE2 lacks), chosen at run time.
 // The results are the same either way: each lane gets the same elements in the same order.
-// MATE_STATS_HALVES: 32-byte vectors as two native 16-byte ones (see stats_kernels.inc).
+// MATE_STATS_HALVES: 32-byte vectors as two native 16-byte ones (see stats_vectors.inc).
 #if defined(__AVX__)
 #define MATE_STATS_HALVES 0
 #else
@@ -113,8 +113,8 @@ namespace avx2 {
 std::atomic<bool> g_force_baseline{false};
 
 // The statistics are exact (and the same) whatever floating-point mode the caller runs in. A
-// process can have subnormals flushed to zero (x86's MXCSR FTZ and DAZ bits, set for the whole
-// process by -ffast-math's startup code or torch.set_flush_denormal(True); aarch64's FPCR.FZ):
+// thread can have subnormals flushed to zero (x86's MXCSR FTZ and DAZ bits, set by -ffast-math's
+// startup code or torch.set_flush_denormal(True); aarch64's FPCR.FZ):
 // the kernels would then count e4m3 values below 2^-6, f16 below 2^-14 and f32 denormals as
 // zero, the conversions' multiplies flushing them. It can also round other than to nearest
 // (fesetround), which would change the sums' last bits. Both are set to the default for the

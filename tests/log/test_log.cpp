@@ -175,10 +175,10 @@ float touches_nothing(const DLTensor* t) {
 }
 
 TEST_F(LogTest, MemoryThatCannotBeReadIsRecordedNotACrashAtLevelsFiveAndTen) {
-  const long page = ::sysconf(_SC_PAGESIZE);
-  void* gone = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // Reserved unreadable (not unmapped: anything could map an unmapped range again meanwhile).
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* gone = ::mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(gone, MAP_FAILED);
-  ::munmap(gone, static_cast<std::size_t>(page));
   std::int64_t shape[1] = {256};
   DLTensor t{};
   t.data = gone;
@@ -192,7 +192,9 @@ TEST_F(LogTest, MemoryThatCannotBeReadIsRecordedNotACrashAtLevelsFiveAndTen) {
   configure(5);
   EXPECT_EQ(touches_nothing(&t), 1.0f);
   std::string text = log();
-  EXPECT_NE(text.find(std::string("    stats unavailable: host memory not readable at ") + at), std::string::npos) << text;
+  // Where in the range the read faulted depends on the order of the kernel's loads: the range.
+  EXPECT_NE(text.find("    stats unavailable: host memory not readable at 0x"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("(the tensor spans [") + at + ", "), std::string::npos) << text;
   EXPECT_NE(text.find("touches_nothing outputs"), std::string::npos) << text;
 
   configure(10);
@@ -207,10 +209,13 @@ TEST_F(LogTest, MemoryThatCannotBeReadIsRecordedNotACrashAtLevelsFiveAndTen) {
   ASSERT_EQ(calls.size(), 1u);
   std::ifstream in(calls[0] + "/call.json");
   const auto call = nlohmann::json::parse(in);
-  EXPECT_NE(call["inputs"][0]["error"].get<std::string>().find(std::string("host memory not readable at ") + at),
+  EXPECT_NE(call["inputs"][0]["error"].get<std::string>().find(std::string("(the tensor spans [") + at + ", "),
             std::string::npos)
       << call.dump(2);
   EXPECT_FALSE(call["inputs"][0].contains("file")) << call.dump(2);
+  restore();
+  mate::dump::reconfigure();  // the dump directory override is gone: no dump writer left behind
+  ::munmap(gone, page);
 }
 
 TEST_F(LogTest, ExceptionsAreLoggedWithMessageAndRethrown) {

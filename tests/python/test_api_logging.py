@@ -108,7 +108,7 @@ def test_level_5_statistics(run_python, tmp_path):
 
 
 def test_level_5_statistics_count_subnormals_under_flush_denormal(run_python, tmp_path):
-    # torch.set_flush_denormal(True) sets FTZ/DAZ for the whole process; the statistics are
+    # torch.set_flush_denormal(True) sets FTZ/DAZ (for the calling thread); the statistics are
     # computed with the mode cleared (and it is set again after: the assert below).
     log = tmp_path / "log.json"
     run_python("""
