@@ -209,7 +209,7 @@ TEST_F(LogTest, MemoryThatCannotBeReadIsRecordedNotACrashAtLevelsFiveAndTen) {
   ASSERT_EQ(calls.size(), 1u);
   std::ifstream in(calls[0] + "/call.json");
   const auto call = nlohmann::json::parse(in);
-  EXPECT_NE(call["inputs"][0]["error"].get<std::string>().find(std::string("(the tensor spans [") + at + ", "),
+  EXPECT_NE(call["inputs"][0].value("error", std::string()).find(std::string("(the tensor spans [") + at + ", "),
             std::string::npos)
       << call.dump(2);
   EXPECT_FALSE(call["inputs"][0].contains("file")) << call.dump(2);
