@@ -179,13 +179,8 @@ TEST_F(LogTest, MemoryThatCannotBeReadIsRecordedNotACrashAtLevelsFiveAndTen) {
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   void* gone = ::mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(gone, MAP_FAILED);
-  std::int64_t shape[1] = {256};
-  DLTensor t{};
-  t.data = gone;
-  t.device = {kDLCPU, 0};
-  t.ndim = 1;
-  t.dtype = {kDLFloat, 32, 1};
-  t.shape = shape;
+  std::vector<std::int64_t> shape{256};
+  const DLTensor t = mate::testing::dl_view(gone, mate::tensor::ScalarType::F32, shape);
   char at[32];
   std::snprintf(at, sizeof at, "%p", gone);
 
