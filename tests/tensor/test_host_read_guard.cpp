@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dl_tensor.hpp"
+#include "guard_test_mode.hpp"
 #include "mate/tensor/memory.hpp"
 #include "mate/tensor/stats.hpp"
 #include "tensor/host_read_guard.hpp"
@@ -57,6 +58,7 @@ std::string hex(std::uintptr_t a) {
 }
 
 TEST(HostReadGuard, StatisticsOfMemoryThatCannotBeReadNameTheAddress) {
+  MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
   HalfReadable gone(/*neither=*/true);
   std::vector<std::int64_t> shape{256};
   for (ScalarType type : {ScalarType::F32, ScalarType::BF16, ScalarType::F8E4M3, ScalarType::I64}) {
@@ -71,6 +73,7 @@ TEST(HostReadGuard, StatisticsOfMemoryThatCannotBeReadNameTheAddress) {
 // Wild pointers: garbage in the high bits (a general protection fault, no address given), and
 // a range that wraps around the top of the address space.
 TEST(HostReadGuard, WildPointersAreNotReadableNotACrash) {
+  MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
   std::vector<std::int64_t> shape{256};
   for (std::uintptr_t wild : {std::uintptr_t{0xdead000000000000}, std::uintptr_t{0xbebebebebebebebe}, ~std::uintptr_t{0xfff}}) {
     StatsResult r = compute_stats(TensorView(dl_view(reinterpret_cast<void*>(wild), ScalarType::F32, shape)));
@@ -86,6 +89,7 @@ TEST(HostReadGuard, WildPointersAreNotReadableNotACrash) {
 // A caught fault leaves the thread's floating-point controls as they were (a signal handler
 // starts with the initial ones, and leaving it by siglongjmp does not bring them back).
 TEST(HostReadGuard, TheThreadsFloatingPointControlsSurviveACaughtFault) {
+  MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
 #if defined(__x86_64__)
   HalfReadable gone(/*neither=*/true);
   const unsigned saved_mxcsr = _mm_getcsr();
@@ -110,6 +114,7 @@ TEST(HostReadGuard, TheThreadsFloatingPointControlsSurviveACaughtFault) {
 }
 
 TEST(HostReadGuard, AFaultPartWayThroughIsReportedAtItsAddressContiguousAndStrided) {
+  MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
   HalfReadable memory;
   // 2 pages of f32, the second unreadable; then every other element of the same span.
   const auto n = static_cast<std::int64_t>(2 * kPage / 4);
@@ -127,6 +132,7 @@ TEST(HostReadGuard, AFaultPartWayThroughIsReportedAtItsAddressContiguousAndStrid
 }
 
 TEST(HostReadGuard, ADumpCopyOfMemoryThatCannotBeReadIsAnError) {
+  MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
   HalfReadable memory;
   const auto n = static_cast<std::int64_t>(2 * kPage);
   std::vector<std::int64_t> shape{n};
@@ -174,6 +180,7 @@ void program_handler_then_guarded_read_then_fault() {
 }
 
 TEST(HostReadGuard, FaultsElsewhereStillReachTheHandlerInstalledBefore) {
+  MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(program_handler_then_guarded_read_then_fault(), ::testing::ExitedWithCode(0), "");
 }
@@ -190,6 +197,7 @@ void guarded_read_then_fault() {
 }
 
 TEST(HostReadGuard, AFaultElsewhereWithNoHandlerBeforeStillEndsTheProgramWithSigsegv) {
+  MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(guarded_read_then_fault(), ::testing::KilledBySignal(SIGSEGV), "");
 }
@@ -207,6 +215,7 @@ void ignored_then_sent() {
 }
 
 TEST(HostReadGuard, ASentSignalTheProgramIgnoresStaysIgnored) {
+  MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(ignored_then_sent(), ::testing::ExitedWithCode(0), "");
 }
@@ -232,6 +241,7 @@ void one_shot_then_fault() {
 }
 
 TEST(HostReadGuard, AOneShotHandlerBeforeRunsOnceThenTheDefaultAction) {
+  MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(one_shot_then_fault(), ::testing::KilledBySignal(SIGSEGV), "^one-shot handler ran\n$");
 }
