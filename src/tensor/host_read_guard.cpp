@@ -12,11 +12,8 @@
 #include <cstdint>
 #include <mutex>
 
-#if defined(__x86_64__)
-#include <xmmintrin.h>  // _mm_getcsr, _mm_setcsr
-#endif
-
 #include "mate/core/crash_context.hpp"
+#include "mate/core/signal_chaining.hpp"
 
 namespace mate::tensor::detail {
 
@@ -41,25 +38,18 @@ std::uintptr_t g_page = 4096;
 
 int index_of(int sig) noexcept { return sig == SIGBUS ? 1 : 0; }
 
-void reset_to_default(int sig) noexcept {
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  ::sigaction(sig, &dfl, nullptr);
-}
-
 // As if this handler had never been installed. Ignored or default: a fault cannot be ignored
 // (the kernel ends a process that ignores the signal of a fault), so the default action is put
 // back and the access re-executed when this returns; a signal sent by a process is ignored, or
-// raised again under the default action. A handler: run as the kernel would have run it, with
-// its mask (and the signal itself, unless SA_NODEFER) blocked and SA_RESETHAND honoured.
+// raised again under the default action. A handler: run as the kernel would have run it, its
+// one-shot reset (SA_RESETHAND) done first on the action kept here.
 void pass_on(int sig, siginfo_t* info, void* context) noexcept {
   const int saved_errno = errno;
   struct sigaction& previous = g_previous[index_of(sig)];
-  const bool sent = info == nullptr || info->si_code <= 0;  // kill(), sigqueue(), raise()
-  if (previous.sa_handler == SIG_IGN || previous.sa_handler == SIG_DFL) {
+  const bool sent = core::sent_by_a_process(info);
+  if (!core::is_a_function(previous)) {
     const bool ignored = previous.sa_handler == SIG_IGN;
-    if (!(ignored && sent)) reset_to_default(sig);
+    if (!(ignored && sent)) core::restore_default_action(sig);
     if (sent && !ignored) ::raise(sig);
     errno = saved_errno;
     return;
@@ -69,18 +59,7 @@ void pass_on(int sig, siginfo_t* info, void* context) noexcept {
     previous.sa_handler = SIG_DFL;
     previous.sa_flags &= ~SA_SIGINFO;
   }
-  sigset_t mask, before;
-  pthread_sigmask(SIG_SETMASK, nullptr, &mask);
-  for (int s = 1; s < NSIG; ++s)
-    if (sigismember(&action.sa_mask, s) == 1) sigaddset(&mask, s);
-  if ((action.sa_flags & SA_NODEFER) == 0) sigaddset(&mask, sig);
-  pthread_sigmask(SIG_SETMASK, &mask, &before);
-  if ((action.sa_flags & SA_SIGINFO) != 0) {
-    action.sa_sigaction(sig, info, context);
-  } else {
-    action.sa_handler(sig);
-  }
-  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  core::run_as_the_kernel_would(sig, action, info, context);
   errno = saved_errno;
 }
 
@@ -119,37 +98,19 @@ void install() noexcept {
   g_decided.store(true, std::memory_order_release);
 }
 
-// The floating-point controls a signal handler starts without (Linux gives it the initial FPU
-// state, and siglongjmp does not bring the interrupted one back): kept across a guarded read.
-struct FloatControls {
-#if defined(__x86_64__)
-  unsigned mxcsr = _mm_getcsr();
-  unsigned short x87 = [] {
-    unsigned short cw;
-    asm volatile("fnstcw %0" : "=m"(cw));
-    return cw;
-  }();
-  void restore() const noexcept {
-    _mm_setcsr(mxcsr);
-    asm volatile("fldcw %0" : : "m"(x87));
-  }
-#elif defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)
-  unsigned fpcr = __builtin_aarch64_get_fpcr();
-  void restore() const noexcept { __builtin_aarch64_set_fpcr(fpcr); }
-#else
-  void restore() const noexcept {}
-#endif
-};
+void decide() noexcept {
+  if (!g_decided.load(std::memory_order_acquire)) std::call_once(g_install, install);
+}
 
 }  // namespace
 
 bool read_host_guarded(std::uintptr_t lo, std::uintptr_t hi, void (*read)(void*), void* context,
-                       std::uintptr_t& fault) noexcept {
+                       const FloatControls& controls, std::uintptr_t& fault) noexcept {
   if (hi < lo) {  // the range wraps around the top of the address space: a wild pointer
     fault = lo;
     return false;
   }
-  if (!g_decided.load(std::memory_order_acquire)) std::call_once(g_install, install);
+  decide();
   if (!g_active) {
     read(context);
     return true;
@@ -160,7 +121,6 @@ bool read_host_guarded(std::uintptr_t lo, std::uintptr_t hi, void (*read)(void*)
   guarded.lo = lo & ~(page - 1);
   guarded.hi = hi > UINTPTR_MAX - page ? UINTPTR_MAX : (hi + page - 1) & ~(page - 1);
   guarded.fault = 0;
-  const FloatControls controls;
   GuardedRead* const outer = t_read;
   // No signal mask saved (0): the handler runs with SA_NODEFER, so leaving it changes no mask.
   if (sigsetjmp(guarded.resume, 0) != 0) {
@@ -179,9 +139,10 @@ bool read_host_guarded(std::uintptr_t lo, std::uintptr_t hi, void (*read)(void*)
 
 bool host_range_readable(std::uintptr_t lo, std::uintptr_t hi, std::uintptr_t& fault) noexcept {
   if (hi == lo) return true;
+  decide();  // g_page
   struct Range {
     std::uintptr_t lo, hi, page;
-  } range{lo, hi, static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE))};
+  } range{lo, hi, g_page};
   auto touch = [](void* context) {
     const Range& r = *static_cast<const Range*>(context);
     for (std::uintptr_t p = r.lo; p < r.hi; p = (p | (r.page - 1)) + 1) {
@@ -189,7 +150,7 @@ bool host_range_readable(std::uintptr_t lo, std::uintptr_t hi, std::uintptr_t& f
       if (p > UINTPTR_MAX - r.page) break;
     }
   };
-  return read_host_guarded(lo, hi, touch, &range, fault);
+  return read_host_guarded(lo, hi, touch, &range, FloatControls::current(), fault);
 }
 
 }  // namespace mate::tensor::detail

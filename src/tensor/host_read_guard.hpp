@@ -9,23 +9,26 @@
 
 #include <cstdint>
 
+#include "float_controls.hpp"
+
 namespace mate::tensor::detail {
 
 // Runs read(context), which reads host memory within [lo, hi), and returns true. When one of
 // those reads faults (SIGSEGV or SIGBUS at an address in that range's pages, or a general
 // protection fault: an address with garbage in its high bits), read is abandoned where it was
 // (siglongjmp: it must hold nothing that needs destroying), the thread's floating-point controls
-// are put back as they were (a handler starts without them), and false is returned with the
-// address in `fault` (the range's start when the fault gives none). A range that wraps around
-// the top of the address space is not read. A fault anywhere else goes to the handler that was
-// there before, run as the kernel would have run it, or to the default action.
+// are set to `controls` (those in effect for the read: a handler starts without them), and false
+// is returned with the address in `fault` (the range's start when the fault gives none). A range
+// that wraps around the top of the address space is not read. A fault anywhere else goes to
+// the handler that was there before, run as the kernel would have run it, or to the default
+// action.
 //
 // The handler is installed on the first call, once per process, with SA_NODEFER and SA_ONSTACK,
 // after reading the actions in place. A handler the program installs later replaces it (reads
 // are then unguarded again, as before). Under `mate guard-run` none is installed: the guard owns
 // these signals (its report names the API call in flight) and reads go unguarded.
 bool read_host_guarded(std::uintptr_t lo, std::uintptr_t hi, void (*read)(void*), void* context,
-                       std::uintptr_t& fault) noexcept;
+                       const FloatControls& controls, std::uintptr_t& fault) noexcept;
 
 // Whether [lo, hi) can be read: one guarded read per page (for code that then reads it with
 // functions of its own, such as a dump's checksum; memory unmapped in between is not covered).

@@ -16,10 +16,6 @@
 
 #include <fmt/format.h>
 
-#if defined(__x86_64__)
-#include <xmmintrin.h>  // _mm_getcsr, _mm_setcsr
-#endif
-
 #include "mate/tensor/stats.hpp"
 
 #include "mate/device/vendors.hpp"
@@ -111,41 +107,6 @@ namespace avx2 {
 #endif
 
 std::atomic<bool> g_force_baseline{false};
-
-// The statistics are exact (and the same) whatever floating-point mode the caller runs in. A
-// thread can have subnormals flushed to zero (x86's MXCSR FTZ and DAZ bits, set by -ffast-math's
-// startup code or torch.set_flush_denormal(True); aarch64's FPCR.FZ):
-// the kernels would then count e4m3 values below 2^-6, f16 below 2^-14 and f32 denormals as
-// zero, the conversions' multiplies flushing them. It can also round other than to nearest
-// (fesetround), which would change the sums' last bits. Both are set to the default for the
-// computation and restored after; when they are the default (the common case) this costs a read
-// of the control register.
-class ExactFloatMode {
- public:
-#if defined(__x86_64__)
-  static constexpr unsigned kModeBits = 0xe040;  // FTZ (bit 15), rounding (13-14), DAZ (6)
-  ExactFloatMode() noexcept : saved_(_mm_getcsr()) {
-    if (saved_ & kModeBits) _mm_setcsr(saved_ & ~kModeBits);
-  }
-  ~ExactFloatMode() {
-    if (saved_ & kModeBits) _mm_setcsr(saved_);
-  }
-
- private:
-  unsigned saved_;
-#elif defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)  // GCC's builtins (GCC 5 on)
-  static constexpr unsigned kModeBits = 0x01c00000;  // FPCR.FZ (bit 24), RMode (22-23)
-  ExactFloatMode() noexcept : saved_(__builtin_aarch64_get_fpcr()) {
-    if (saved_ & kModeBits) __builtin_aarch64_set_fpcr(saved_ & ~kModeBits);
-  }
-  ~ExactFloatMode() {
-    if (saved_ & kModeBits) __builtin_aarch64_set_fpcr(saved_);
-  }
-
- private:
-  unsigned saved_;
-#endif
-};
 
 void run_kernel(ScalarType type, const unsigned char* p, std::int64_t n, std::int64_t stride, Acc& acc) {
 #if defined(MATE_STATS_AVX2)
@@ -316,15 +277,17 @@ void read_host(void* context) {
 
 // read's runs through read_host_guarded over [lo, hi); false with the reason in r when the memory
 // could not be read.
-bool read_guarded(HostRead& read, std::uintptr_t lo, std::uintptr_t hi, StatsResult& r) {
+bool read_guarded(HostRead& read, std::uintptr_t lo, std::uintptr_t hi, const detail::FloatControls& controls,
+                  StatsResult& r) {
   std::uintptr_t fault = 0;
-  if (detail::read_host_guarded(lo, hi, read_host, &read, fault)) return true;
+  if (detail::read_host_guarded(lo, hi, read_host, &read, controls, fault)) return true;
   r.unavailable = fmt::format("stats unavailable: host memory not readable at {:#x} (the tensor spans [{:#x}, {:#x}))",
                               fault, lo, hi);
   return false;
 }
 
-StatsResult host_stats(const TensorView& t) {
+// `controls`: those in effect (ExactFloatMode's), for the guarded read to put back after a fault.
+StatsResult host_stats(const TensorView& t, const detail::FloatControls& controls) {
   StatsResult r;
   const ScalarType type = t.scalar_type();
   const std::int64_t numel = t.numel();
@@ -338,14 +301,14 @@ StatsResult host_stats(const TensorView& t) {
     HostRead read{type, reinterpret_cast<const unsigned char*>(t.origin()), numel, es, nullptr, &acc};
     if (t.is_contiguous()) {
       const std::uintptr_t lo = t.origin();
-      if (!read_guarded(read, lo, lo + static_cast<std::uintptr_t>(numel * es), r)) return r;
+      if (!read_guarded(read, lo, lo + static_cast<std::uintptr_t>(numel * es), controls, r)) return r;
     } else {
       Walk w(t);
       normalize(t, w);
       multiplicity = w.multiplicity;
       read.walk = &w;
       const VaRange va = t.va_range();
-      if (!read_guarded(read, va.lo, va.hi, r)) return r;
+      if (!read_guarded(read, va.lo, va.hi, controls, r)) return r;
     }
   }
   finish(acc, multiplicity, numel, is_floating(type), r.stats.emplace());
@@ -359,7 +322,7 @@ void use_baseline_stats_kernels_for_testing(bool baseline) noexcept {
 }
 
 StatsResult compute_stats(const TensorView& t, device::Backend& backend, const StatsOptions& options) {
-  const ExactFloatMode exact;
+  const detail::ExactFloatMode exact;
   StatsResult r;
   const ScalarType type = t.scalar_type();
   r.unavailable = check(t, type, t.numel());
@@ -403,8 +366,8 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
 StatsResult compute_stats(const TensorView& t, const StatsOptions& options) {
   const Memory m = t.memory();
   if (m == Memory::Host) {
-    const ExactFloatMode exact;
-    return host_stats(t);
+    const detail::ExactFloatMode exact;
+    return host_stats(t, exact.in_effect());
   }
   StatsResult r;
   if (m == Memory::Other) {

@@ -27,6 +27,7 @@
 #include "guard/report.hpp"
 #include "guard/report_output.hpp"
 #include "guard/stack/stack_capture.hpp"
+#include "mate/core/signal_chaining.hpp"
 #include "mate/guard/allocator.hpp"
 
 namespace mate::guard {
@@ -35,42 +36,22 @@ namespace {
 
 constinit std::atomic<bool> g_installed{false};
 
-// SIG_DFL and SIG_IGN are values of the handler field whatever the flags say (the kernel reads
-// them so even with SA_SIGINFO): never called.
-bool is_a_function(const struct sigaction& a) noexcept {
-  return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
-}
+using core::is_a_function;
+using core::sent_by_a_process;
 
-// The default disposition, for real: returning then re-executes the access, and the process
-// ends with its original signal and address (a fault cannot be ignored: the kernel kills a
-// process that ignores or blocks the signal of a fault).
-void die_by_default(int sig) noexcept {
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  system_sigaction(sig, &dfl, nullptr);
-}
+// The default disposition, for real (core::restore_default_action, through the C library's
+// sigaction under the preload's interposer).
+void die_by_default(int sig) noexcept { core::restore_default_action(sig, system_sigaction); }
 
-// Runs the program's handler as the kernel would have: with its mask (and the signal itself
-// unless SA_NODEFER) blocked, its one-shot reset (SA_RESETHAND) done first, with the signal's
-// information and the interrupted context, which it may change (a runtime that faults on
-// purpose resumes elsewhere).
+// Runs the program's handler as the kernel would have, its one-shot reset (SA_RESETHAND) done
+// first on the program's action the guard keeps.
 void run_program_handler(int sig, const struct sigaction& action, siginfo_t* info, void* context) noexcept {
   if ((action.sa_flags & SA_RESETHAND) != 0) {
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     exchange_program_action(sig, &dfl, nullptr);
   }
-  sigset_t mask, previous;
-  pthread_sigmask(SIG_SETMASK, nullptr, &mask);
-  for (int s = 1; s < NSIG; ++s)
-    if (sigismember(&action.sa_mask, s) == 1) sigaddset(&mask, s);
-  if ((action.sa_flags & SA_NODEFER) != 0) sigdelset(&mask, sig);
-  else sigaddset(&mask, sig);
-  pthread_sigmask(SIG_SETMASK, &mask, &previous);
-  if ((action.sa_flags & SA_SIGINFO) != 0) action.sa_sigaction(sig, info, context);
-  else action.sa_handler(sig);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  core::run_as_the_kernel_would(sig, action, info, context);
 }
 
 const char* access_words(void* context) noexcept {
@@ -192,10 +173,6 @@ void report_on_own_stack(ReportArguments* a) noexcept {
 // Sanitizers track the stack they run on (a switch needs their fiber calls): the handler's own.
 void report_on_own_stack(ReportArguments* a) noexcept { report_with(a); }
 #endif
-
-// A SIGSEGV/SIGBUS sent with kill, raise, tgkill or sigqueue rather than raised by an access:
-// si_addr means nothing then, and returning re-executes no faulting instruction.
-bool sent_by_a_process(const siginfo_t* info) noexcept { return info->si_code <= 0; }
 
 // What the signal would have done without the guard: the program's handler, nothing (ignored),
 // or the default action, re-raised (it is blocked until this handler returns, then delivered).
