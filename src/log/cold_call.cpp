@@ -46,28 +46,37 @@ std::uint64_t cold_call_full_saves_for_testing() noexcept {
 // Saving the whole vector state (XSAVE/XRSTOR, ~0.15 µs per call on the development VM, up to
 // five per logged call) is only needed when the caller may hold values beyond xmm0-15. The CPU
 // says which state components are in use (XGETBV with ECX=1: XCR0 & XINUSE), so the common
-// cases are cheap. When no AVX-512 component is in use (opmasks, upper halves of zmm0-15,
-// zmm16-31: bits 5-7), and the x87 registers hold no value (FNSTENV, which does not wait for
-// pending exceptions: every tag empty, no unmasked exception pending; MMX values are tagged):
+// cases are cheap. When the upper halves of zmm0-15 are not in use (XINUSE bit 6: code that
+// computes on zmm0-15 and has not yet run vzeroupper), and the x87 registers hold no value
+// (FNSTENV, which does not wait for pending exceptions: every tag empty, no unmasked exception
+// pending; MMX values are tagged):
 //   * AVX upper halves not in use (as after the vzeroupper compilers put before calls): xmm0-15
 //     are saved with moves, and after fn vzeroupper (where AVX is enabled) puts the upper halves
 //     back in their initial state, exactly as they were;
 //   * AVX upper halves in use: ymm0-15 with moves;
 //   * in both, MXCSR by STMXCSR/LDMXCSR and the x87 environment (control, status with its flags
-//     and condition codes, tags) by FNSTENV/FLDENV when x87 state is in use; AVX-512 components
-//     that fn left in use (glibc's EVEX string functions use ymm16-31 and opmasks) are put back
-//     in their initial state by an XRSTOR of just those components from an empty header.
-// Anything else (AVX-512 state or x87 values at entry, or a CPU without XINUSE): the whole
+//     and condition codes, tags) by FNSTENV/FLDENV when x87 state is in use;
+//   * opmasks or zmm16-31 in use (bits 5 and 7: on a CPU with AVX-512, glibc's EVEX string
+//     functions use them, so they are in use at nearly every call there): k0-7 and zmm16-31
+//     with moves (where the CPU has AVX512F and AVX512BW, for the 64-bit KMOVQ), put back after
+//     fn by moves (an XSAVEC/XRSTOR pair of the whole state cost ~0.3 us per call on an AVX-512
+//     VM: 40% of a level-1 call). Otherwise the AVX-512 components that fn left in use are put
+//     back in their initial state by an XRSTOR of just those components from an empty header;
+//     zmm0-15's upper halves (bit 6), if fn left them in use, always so.
+// Anything else (zmm0-15's upper halves or x87 values at entry, opmasks or zmm16-31 where the
+// CPU lacks AVX512BW, or a CPU without XINUSE): the whole
 // state, with XSAVEC where the CPU has it (compacted, initial components skipped), else XSAVE
 // (x87, SSE, AVX and AVX-512 components), else FXSAVE (no XSAVE). AMX tile state is neither
 // saved nor touched (nothing on the logging path uses AMX). XRSTOR reads either XSAVE layout.
 // What the CPU has is decided on the first call and kept in `mode`: bits 0-1 the full save
 // (1 FXSAVE, 2 XSAVE, 3 XSAVEC), bit 2 XINUSE readable (CPUID.(0xD,1):EAX bit 2), bit 3 AVX
-// state enabled (XCR0 bits 1 and 2), bit 4 AVX-512 state enabled (XCR0 bits 5-7).
+// state enabled (XCR0 bits 1 and 2), bit 4 AVX-512 state enabled (XCR0 bits 5-7), bit 5 that
+// and AVX512F and AVX512BW (CPUID.(7,0):EBX bits 16 and 30): the opmask and zmm16-31 moves.
 //
-// Fast-path frame (576 bytes, 64-byte aligned): [0, 512) the vector registers, 512 MXCSR,
+// Fast-path frame (1664 bytes, 64-byte aligned): [0, 512) the vector registers, 512 MXCSR,
 // 516 mode, 520 whether the x87 environment was saved, [528, 556) that environment, 560 MXCSR
-// as fn left it (LDMXCSR, ~7 ns here, only when fn changed it).
+// as fn left it (LDMXCSR, ~7 ns here, only when fn changed it), 564 whether the opmasks and
+// zmm16-31 were saved, [576, 1600) zmm16-31, [1600, 1664) k0-7.
 //
 // The caller entered with its stack pointer 128 bytes below its own (past its red zone, see
 // cold_call); the unwind information says so, so that debuggers and crash reports walk through
@@ -127,6 +136,13 @@ mate_log_cold_call:
   cmpl $0xe0, %r11d
   jne 15f
   orl $16, %r10d
+  movl $7, %eax
+  xorl %ecx, %ecx
+  cpuid
+  andl $0x40010000, %ebx
+  cmpl $0x40010000, %ebx
+  jne 15f
+  orl $32, %r10d
 15:
   movl %r10d, %eax
 2:
@@ -137,10 +153,15 @@ mate_log_cold_call:
   jz 3f
   movl $1, %ecx
   xgetbv
-  testl $0xe0, %eax
+  testl $0x40, %eax
   jnz 3f
+  testl $0xa0, %eax
+  jz 17f
+  testl $32, %r11d
+  jz 3f
+17:
   movl %eax, %r10d
-  subq $576, %rsp
+  subq $1664, %rsp
   movl %r11d, 516(%rsp)
   movl $0, 520(%rsp)
   testl $1, %r10d
@@ -154,9 +175,20 @@ mate_log_cold_call:
   jmp 7f
 11:
   fldenv 528(%rsp)
-  addq $576, %rsp
+  addq $1664, %rsp
   jmp 3f
 7:
+  movl $0, 564(%rsp)
+  testl $0xa0, %r10d
+  jz 18f
+  movl $1, 564(%rsp)
+  .irp n, 16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+  vmovdqa64 %zmm\n, (576 + (\n - 16) * 64)(%rsp)
+  .endr
+  .irp n, 0,1,2,3,4,5,6,7
+  kmovq %k\n, (1600 + \n * 8)(%rsp)
+  .endr
+18:
   testl $4, %r10d
   jnz 8f
   .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
@@ -252,14 +284,26 @@ mate_log_cold_call:
   .cfi_restore_state
 
   # After fn on a fast path (the frame is 8 bytes up, past this call's return address): the
-  # AVX-512 components fn left in use back to their initial state; MXCSR (when fn changed it)
-  # and, when saved, the x87 environment back as they were. Uses eax, ecx, edx only.
+  # opmasks and zmm16-31 back as they were when saved, else, as the upper halves of zmm0-15
+  # always, the AVX-512 components fn left in use back to their initial state; MXCSR (when fn
+  # changed it) and, when saved, the x87 environment back as they were. Uses eax, ecx, edx only.
 .Lmate_log_cold_call_after:
   testl $16, 524(%rsp)
   jz 12f
+  movl $0xe0, %edx
+  cmpl $0, 572(%rsp)
+  je 19f
+  .irp n, 16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+  vmovdqa64 (584 + (\n - 16) * 64)(%rsp), %zmm\n
+  .endr
+  .irp n, 0,1,2,3,4,5,6,7
+  kmovq (1608 + \n * 8)(%rsp), %k\n
+  .endr
+  movl $0x40, %edx
+19:
   movl $1, %ecx
   xgetbv
-  andl $0xe0, %eax
+  andl %edx, %eax
   jz 12f
   xorl %edx, %edx
   xrstor64 .Lmate_log_cold_call_empty(%rip)

@@ -1,8 +1,9 @@
 // The logging path's trampoline (src/log/cold_call.cpp) must leave every register as it found
 // it, whichever of its three ways it saves them: xmm0-15 by moves (only SSE state in use), ymm0-15
-// by moves (AVX upper halves in use), or the whole state (x87 or MMX registers holding values,
-// AVX-512 state). Each test also checks which way was taken. Not tested here: AVX-512 (the
-// development machines have none) and the FXSAVE/XSAVE fallbacks of CPUs without XSAVEC/XINUSE.
+// by moves (AVX upper halves in use), opmasks and zmm16-31 by moves as well (in use: AVX-512
+// CPUs), or the whole state (x87 or MMX registers holding values, zmm0-15's upper halves). Each
+// test also checks which way was taken. Not tested here: the FXSAVE/XSAVE fallbacks of CPUs
+// without XSAVEC/XINUSE, and AVX-512 CPUs without AVX512BW.
 // Each test loads known values into registers, calls the trampoline with a function that
 // overwrites them all, and compares, from one asm statement so that the compiler keeps nothing of
 // its own there.
@@ -79,20 +80,27 @@ bool has_xinuse() {
   return (a & 4u) != 0;
 }
 
-// Whether AVX-512 state is in use now (XINUSE bits 5-7: opmasks, the upper halves of zmm0-15,
-// zmm16-31). The trampoline then saves the whole state (its fast path keeps only xmm/ymm0-15).
-// On a CPU with AVX-512 the C library's string functions use ymm16-31 (EVEX forms need no
-// vzeroupper), which leaves that state in use for good: the fast path is then never taken.
-bool avx512_state_in_use() {
-  if (!has_xinuse()) return false;
+// The CPU has the AVX-512 the trampoline saves by moves (AVX512F, AVX512BW, enabled by the OS).
+bool has_avx512bw() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"); }
+
+// The AVX-512 components in use now (XINUSE bits 5-7: opmasks, the upper halves of zmm0-15,
+// zmm16-31). On a CPU with AVX-512 the C library's string functions use ymm16-31 and opmasks
+// (EVEX forms need no vzeroupper), which leaves those in use nearly all the time.
+unsigned avx512_in_use() {
+  if (!has_xinuse()) return 0;
   unsigned lo = 0, hi = 0;
   asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
-  return (lo & 0xe0u) != 0;
+  return lo & 0xe0u;
 }
 
 // How many whole-state saves one trampoline call entered now, with no x87 value, must make: none
-// where the CPU tells what is in use (XINUSE) and no AVX-512 state is, else one.
-std::uint64_t full_saves_expected() { return has_xinuse() && !avx512_state_in_use() ? 0u : 1u; }
+// where the CPU tells what is in use (XINUSE), zmm0-15's upper halves are not, and opmasks and
+// zmm16-31 are not or can be moved (AVX512BW); else one.
+std::uint64_t full_saves_expected() {
+  const unsigned avx512 = avx512_in_use();
+  const bool fast = has_xinuse() && (avx512 & 0x40u) == 0 && ((avx512 & 0xa0u) == 0 || has_avx512bw());
+  return fast ? 0u : 1u;
+}
 
 // Counts the trampoline's whole-state saves across `body`.
 template <class Body>
@@ -182,6 +190,61 @@ __attribute__((target("avx"))) void ymm_round_trip(const Lanes* in, Lanes* out, 
       : "=&a"(*result)
       : "D"(fn), "S"(arg), [in] "r"(in), [out] "r"(out)
       : MATE_XMM_CLOBBERS, "memory", "cc");
+}
+
+// zmm16-31 and k0-7 hold values (as the C library's EVEX functions leave them on an AVX-512
+// CPU); fn overwrites them all: after the call they are as they were, taken the fast way.
+using Zmm = std::array<std::uint8_t, 64>;
+#define MATE_AVX512_CLOBBERS                                                                                  \
+  "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", \
+      "xmm28", "xmm29", "xmm30", "xmm31", "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"
+__attribute__((target("avx512f,avx512bw"))) void* clobber_avx512(void* arg) noexcept {
+  asm volatile(
+      "vpternlogd $0xff, %%zmm16, %%zmm16, %%zmm16\n\t"
+      ".irp n, 17,18,19,20,21,22,23,24,25,26,27,28,29,30,31\n\t vmovdqa64 %%zmm16, %%zmm\\n\n\t .endr\n\t"
+      "kxnorq %%k0, %%k0, %%k0\n\t"
+      ".irp n, 1,2,3,4,5,6,7\n\t kmovq %%k0, %%k\\n\n\t .endr\n\t"
+      :
+      :
+      : MATE_AVX512_CLOBBERS, "memory");
+  return clobber_sse(arg);
+}
+
+__attribute__((target("avx512f,avx512bw"))) void avx512_round_trip(const Zmm* in, const std::uint64_t* masks_in, Zmm* out,
+                                                                   std::uint64_t* masks_out, void** result, void* fn,
+                                                                   void* arg) {
+  asm volatile(
+      ".irp n, 16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31\n\t"
+      " vmovdqu64 ((\\n - 16) * 64)(%[in]), %%zmm\\n\n\t .endr\n\t"
+      ".irp n, 0,1,2,3,4,5,6,7\n\t kmovq (\\n * 8)(%[mi]), %%k\\n\n\t .endr\n\t"
+      MATE_CALL_TRAMPOLINE
+      ".irp n, 16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31\n\t"
+      " vmovdqu64 %%zmm\\n, ((\\n - 16) * 64)(%[out])\n\t .endr\n\t"
+      ".irp n, 0,1,2,3,4,5,6,7\n\t kmovq %%k\\n, (\\n * 8)(%[mo])\n\t .endr\n\t"
+      : "=&a"(*result)
+      : "D"(fn), "S"(arg), [in] "r"(in), [mi] "r"(masks_in), [out] "r"(out), [mo] "r"(masks_out)
+      : MATE_XMM_CLOBBERS, MATE_AVX512_CLOBBERS, "memory", "cc");
+}
+
+TEST(ColdCall, KeepsOpmasksAndZmm16To31) {
+  if (!has_avx512bw() || !has_xinuse()) GTEST_SKIP() << "no AVX512F/AVX512BW (or no XINUSE) on this CPU";
+  std::array<Zmm, 16> in{}, out{};
+  std::array<std::uint64_t, 8> masks_in{}, masks_out{};
+  for (int r = 0; r < 16; ++r)
+    for (int b = 0; b < 64; ++b) in[r][b] = static_cast<std::uint8_t>(r * 64 + b + 1);
+  for (int k = 0; k < 8; ++k) masks_in[k] = 0x0123456789abcdefull * static_cast<std::uint64_t>(k + 1);
+  for (auto fn : {&clobber_sse, &clobber_avx512}) {
+    int marker = 10;
+    void* result = nullptr;
+    const std::uint64_t full = full_saves_during([&] {
+      avx512_round_trip(in.data(), masks_in.data(), out.data(), masks_out.data(), &result, reinterpret_cast<void*>(fn),
+                        &marker);
+    });
+    EXPECT_EQ(full, 0u) << "opmasks and zmm16-31 in use: moved, not the whole state";
+    EXPECT_EQ(result, &marker);
+    for (int r = 0; r < 16; ++r) EXPECT_EQ(out[r], in[r]) << "zmm" << r + 16;
+    for (int k = 0; k < 8; ++k) EXPECT_EQ(masks_out[k], masks_in[k]) << "k" << k;
+  }
 }
 
 TEST(ColdCall, KeepsYmmRegistersWhoseUpperHalvesAreInUse) {
