@@ -47,6 +47,19 @@ constexpr auto kDigitPairs = [] {
   return t;
 }();
 
+// "00", "01", ... "ff".
+constexpr auto kHexPairs = [] {
+  struct Pairs {
+    char c[512];
+  } t{};
+  constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 256; ++i) {
+    t.c[2 * i] = kHex[i >> 4];
+    t.c[2 * i + 1] = kHex[i & 15];
+  }
+  return t;
+}();
+
 // The six digits of m (100000 <= m <= 999999) as characters in one integer, the first digit in
 // the lowest byte, then two '0's: three independent pairs (one digit per division by ten would
 // chain six dependent divisions). Kept in a register, not in a char array: the stores below then
@@ -148,6 +161,24 @@ char* write_fixed1(double v, char* out) noexcept {
     return out;
   }
   return std::to_chars(out, out + kFixed1Max, v, std::chars_format::fixed, 1).ptr;
+}
+
+char* write_address(std::uintptr_t a, char* out) noexcept {
+  out[0] = '0';
+  out[1] = 'x';
+  const int digits = a == 0 ? 1 : (std::bit_width(a) + 3) / 4;
+  char* const end = out + 2 + digits;
+  char* p = end;
+  for (; a >= 0x100; a >>= 8) {
+    p -= 2;
+    std::memcpy(p, kHexPairs.c + 2 * (a & 0xff), 2);
+  }
+  if (a >= 0x10) {
+    std::memcpy(p - 2, kHexPairs.c + 2 * a, 2);
+  } else {
+    p[-1] = kHexPairs.c[2 * a + 1];
+  }
+  return end;
 }
 
 }  // namespace mate::log::detail

@@ -78,11 +78,8 @@ void append_dims(RecordBuffer& out, int n, Dim dims) {
 
 // An address as the JSON form writes it: "0x..." ("0x0" for zero).
 void append_address(RecordBuffer& out, std::uintptr_t a) {
-  char* const start = out.room(2 + 16);
-  start[0] = '0';
-  start[1] = 'x';
-  const auto r = std::to_chars(start + 2, start + 2 + 16, a, 16);
-  out.advance(static_cast<std::size_t>(r.ptr - start));
+  char* const start = out.room(kAddressMax);
+  out.advance(static_cast<std::size_t>(write_address(a, start) - start));
 }
 
 // `v` as printf's "%.1f" writes it (a call's wall time in microseconds).

@@ -1,9 +1,12 @@
 // write_general6 and write_fixed1 (src/log/number_text.hpp) against printf itself, over values
-// of every magnitude, ties and near-ties included.
+// of every magnitude, ties and near-ties included; write_address against std::to_chars.
 #include <gtest/gtest.h>
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -76,6 +79,30 @@ TEST(NumberText, Fixed1IsPrintfs) {
   for (int i = 0; i < 100000; ++i) {  // exact hundredths and twentieths: x.x5 ties and near-ties
     const double v = static_cast<double>(rng() % 10000000) / (i % 2 ? 100.0 : 20.0);
     ASSERT_EQ(fixed1(v), printf_text("%.1f", v)) << printf_text("%.17g", v);
+  }
+}
+
+TEST(NumberText, AddressIsHexadecimalWithoutLeadingZeros) {
+  auto address = [](std::uintptr_t a) {
+    char buf[mate::log::detail::kAddressMax];
+    std::memset(buf, '?', sizeof buf);  // every character shown must have been written
+    return std::string(buf, mate::log::detail::write_address(a, buf));
+  };
+  auto expected = [](std::uintptr_t a) {
+    char buf[32] = "0x";
+    return std::string(buf, std::to_chars(buf + 2, buf + sizeof buf, a, 16).ptr);
+  };
+  EXPECT_EQ(address(0), "0x0");
+  EXPECT_EQ(address(0xabc), "0xabc");
+  EXPECT_EQ(address(UINTPTR_MAX), "0xffffffffffffffff");
+  for (int bit = 0; bit < 64; ++bit) {
+    const std::uintptr_t p = std::uintptr_t{1} << bit;
+    for (std::uintptr_t a : {p, p - 1, p + 1, p | (p >> 1), ~p}) EXPECT_EQ(address(a), expected(a)) << bit;
+  }
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 100000; ++i) {
+    const std::uintptr_t a = rng() >> (rng() % 64);
+    ASSERT_EQ(address(a), expected(a));
   }
 }
 
