@@ -2,6 +2,7 @@
 #include "mate/core/signal_chaining.hpp"
 
 #include <pthread.h>
+#include <ucontext.h>
 
 namespace mate::core {
 
@@ -13,14 +14,18 @@ void restore_default_action(int sig, SetActionFunction set_action) noexcept {
 }
 
 void run_as_the_kernel_would(int sig, const struct sigaction& action, siginfo_t* info, void* context) noexcept {
+  // The mask the kernel would have set: the interrupted code's (the signal context's, not this
+  // thread's now, which our own action's mask and SA_NODEFER shaped), the action's sa_mask, and
+  // the signal itself unless SA_NODEFER.
   sigset_t mask, before;
-  pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  if (context != nullptr) {
+    mask = static_cast<const ucontext_t*>(context)->uc_sigmask;
+  } else {
+    pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  }
   for (int s = 1; s < NSIG; ++s)
     if (sigismember(&action.sa_mask, s) == 1) sigaddset(&mask, s);
-  // Our handler may run with SA_NODEFER (the read guard's does): the signal is then not blocked
-  // now, and must be added unless the program's action asked for SA_NODEFER too.
-  if ((action.sa_flags & SA_NODEFER) != 0) sigdelset(&mask, sig);
-  else sigaddset(&mask, sig);
+  if ((action.sa_flags & SA_NODEFER) == 0) sigaddset(&mask, sig);
   pthread_sigmask(SIG_SETMASK, &mask, &before);
   if ((action.sa_flags & SA_SIGINFO) != 0) action.sa_sigaction(sig, info, context);
   else action.sa_handler(sig);

@@ -290,7 +290,6 @@ mate_log_cold_call:
 .Lmate_log_cold_call_after:
   testl $16, 524(%rsp)
   jz 12f
-  movl $0xe0, %edx
   cmpl $0, 572(%rsp)
   je 19f
   .irp n, 16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
@@ -299,11 +298,17 @@ mate_log_cold_call:
   .irp n, 0,1,2,3,4,5,6,7
   kmovq (1608 + \n * 8)(%rsp), %k\n
   .endr
-  movl $0x40, %edx
 19:
+  # The components to put back in their initial state: those fn left in use, less the opmasks
+  # and zmm16-31 when they were restored above. (XGETBV writes edx: the mask is applied after.)
   movl $1, %ecx
   xgetbv
-  andl %edx, %eax
+  andl $0xe0, %eax
+  cmpl $0, 572(%rsp)
+  je 20f
+  andl $0x40, %eax
+20:
+  testl %eax, %eax
   jz 12f
   xorl %edx, %edx
   xrstor64 .Lmate_log_cold_call_empty(%rip)

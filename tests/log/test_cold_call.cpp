@@ -247,6 +247,57 @@ TEST(ColdCall, KeepsOpmasksAndZmm16To31) {
   }
 }
 
+// The AVX-512 state fn leaves behind when the caller had none in use: put back in its initial
+// state (as it was), not left to the caller, whose next calls would take the whole-state path.
+// `fn` runs with ymm0 holding `ymm0_in` (AVX upper halves in use: the ymm path) and no AVX-512
+// component in use (an XRSTOR of them from an empty header first).
+struct LeftBehind {
+  void* result = nullptr;
+  unsigned in_use = 0;  // XINUSE after the call
+  Zmm zmm16{};
+  std::uint64_t k1 = 0;
+  Lanes ymm0{};
+};
+__attribute__((target("avx512f,avx512bw"))) LeftBehind call_with_no_avx512_state(void* fn, void* arg, const Lanes& ymm0_in) {
+  alignas(64) static const unsigned char kEmptyXsaveArea[576] = {};
+  LeftBehind out;
+  asm volatile(
+      "movl $0xe0, %%eax\n\t xorl %%edx, %%edx\n\t xrstor64 (%[empty])\n\t"
+      "vmovdqu (%[yin]), %%ymm0\n\t" MATE_CALL_TRAMPOLINE
+      "movq %%rax, %[result]\n\t"
+      "movl $1, %%ecx\n\t xgetbv\n\t movl %%eax, %[in_use]\n\t"
+      "vmovdqu64 %%zmm16, (%[z16])\n\t kmovq %%k1, %[k1]\n\t vmovdqu %%ymm0, (%[yout])\n\t vzeroupper\n\t"
+      : [result] "=m"(out.result), [in_use] "=m"(out.in_use), [k1] "=m"(out.k1)
+      : "D"(fn), "S"(arg), [empty] "r"(kEmptyXsaveArea), [yin] "r"(ymm0_in.data()), [z16] "r"(out.zmm16.data()),
+        [yout] "r"(out.ymm0.data())
+      : "rax", "rcx", "rdx", MATE_XMM_CLOBBERS, MATE_AVX512_CLOBBERS, "memory", "cc");
+  return out;
+}
+
+// Writes all of zmm0 (its upper half included: XINUSE bit 6), then clobbers as clobber_sse does.
+__attribute__((target("avx512f,avx512bw"))) void* clobber_zmm0(void* arg) noexcept {
+  asm volatile("vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t" : : : "xmm0", "memory");
+  return clobber_sse(arg);
+}
+
+TEST(ColdCall, PutsBackTheAvx512StateTheCallLeftInUse) {
+  if (!has_avx512bw() || !has_xinuse()) GTEST_SKIP() << "no AVX512F/AVX512BW (or no XINUSE) on this CPU";
+  const Lanes ymm0 = patterns()[0];
+  for (auto fn : {&clobber_avx512, &clobber_zmm0}) {
+    int marker = 11;
+    LeftBehind after;
+    const std::uint64_t full = full_saves_during(
+        [&] { after = call_with_no_avx512_state(reinterpret_cast<void*>(fn), &marker, ymm0); });
+    const char* which = fn == &clobber_zmm0 ? "zmm0" : "zmm16-31 and k0-7";
+    EXPECT_EQ(full, 0u) << which;
+    EXPECT_EQ(after.result, &marker) << which;
+    EXPECT_EQ(after.in_use & 0xe0u, 0u) << std::hex << "XINUSE " << after.in_use << " after " << which;
+    EXPECT_EQ(after.zmm16, Zmm{}) << which;
+    EXPECT_EQ(after.k1, 0u) << which;
+    EXPECT_EQ(after.ymm0, ymm0) << which;
+  }
+}
+
 TEST(ColdCall, KeepsYmmRegistersWhoseUpperHalvesAreInUse) {
   if (!has_avx()) GTEST_SKIP() << "no AVX on this CPU";
   for (auto fn : {&clobber_sse, &clobber_avx}) {

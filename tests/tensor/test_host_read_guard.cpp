@@ -1,6 +1,7 @@
 // Reads of host memory that cannot be read: statistics and dumps get an error naming the
 // address, the program goes on; faults elsewhere reach the program's own handler as before.
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -183,6 +184,52 @@ TEST(HostReadGuard, FaultsElsewhereStillReachTheHandlerInstalledBefore) {
   MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(program_handler_then_guarded_read_then_fault(), ::testing::ExitedWithCode(0), "");
+}
+
+// The mask the program's handler runs with, passed on by MATE's: what the kernel would have
+// given it (the interrupted code's mask, its sa_mask, and SIGSEGV itself unless SA_NODEFER).
+volatile sig_atomic_t g_segv_blocked = -1, g_usr1_blocked = -1, g_usr2_blocked = -1;
+void mask_recording_handler(int, siginfo_t*, void*) {
+  sigset_t now;
+  pthread_sigmask(SIG_SETMASK, nullptr, &now);
+  g_segv_blocked = sigismember(&now, SIGSEGV);
+  g_usr1_blocked = sigismember(&now, SIGUSR1);
+  g_usr2_blocked = sigismember(&now, SIGUSR2);
+  siglongjmp(g_program_resume, 1);
+}
+
+// flags: the program's sa_flags besides SA_SIGINFO; segv_in_mask: SIGSEGV in its sa_mask too.
+// Exits 0 when SIGSEGV's blocked state is `segv_blocked`, SIGUSR1 (in sa_mask) is blocked and
+// SIGUSR2 (in neither) is not.
+void handler_mask_after_guarded_read(int flags, bool segv_in_mask, int segv_blocked) {
+  struct sigaction program {};
+  program.sa_sigaction = mask_recording_handler;
+  program.sa_flags = SA_SIGINFO | flags;
+  sigemptyset(&program.sa_mask);
+  sigaddset(&program.sa_mask, SIGUSR1);
+  if (segv_in_mask) sigaddset(&program.sa_mask, SIGSEGV);
+  ::sigaction(SIGSEGV, &program, nullptr);
+  HalfReadable memory;
+  std::uintptr_t fault = 0;
+  if (detail::host_range_readable(reinterpret_cast<std::uintptr_t>(memory.base), memory.second_page() + kPage, fault)) _exit(2);
+  // sigsetjmp saving the mask: the handler's siglongjmp then puts the interrupted one back.
+  if (sigsetjmp(g_program_resume, 1) == 0) {
+    (void)*reinterpret_cast<volatile unsigned char*>(memory.second_page());
+    _exit(3);
+  }
+  if (g_segv_blocked != segv_blocked) _exit(4);
+  if (g_usr1_blocked != 1) _exit(5);
+  if (g_usr2_blocked != 0) _exit(6);
+  _exit(0);
+}
+
+TEST(HostReadGuard, TheHandlerInstalledBeforeRunsWithTheMaskTheKernelWouldGiveIt) {
+  MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(handler_mask_after_guarded_read(0, false, 1), ::testing::ExitedWithCode(0), "") << "plain";
+  EXPECT_EXIT(handler_mask_after_guarded_read(SA_NODEFER, false, 0), ::testing::ExitedWithCode(0), "") << "SA_NODEFER";
+  EXPECT_EXIT(handler_mask_after_guarded_read(SA_NODEFER, true, 1), ::testing::ExitedWithCode(0), "")
+      << "SA_NODEFER with SIGSEGV in sa_mask";
 }
 
 void guarded_read_then_fault() {
