@@ -76,7 +76,7 @@ std::uint64_t cold_call_full_saves_for_testing() noexcept {
 // Fast-path frame (1664 bytes, 64-byte aligned): [0, 512) the vector registers, 512 MXCSR,
 // 516 mode, 520 whether the x87 environment was saved, [528, 556) that environment, 560 MXCSR
 // as fn left it (LDMXCSR, ~7 ns here, only when fn changed it), 564 whether the opmasks and
-// zmm16-31 were saved, [576, 1600) zmm16-31, [1600, 1664) k0-7.
+// zmm16-31 were saved, 568 XINUSE at entry, [576, 1600) zmm16-31, [1600, 1664) k0-7.
 //
 // The caller entered with its stack pointer 128 bytes below its own (past its red zone, see
 // cold_call); the unwind information says so, so that debuggers and crash reports walk through
@@ -178,6 +178,7 @@ mate_log_cold_call:
   addq $1664, %rsp
   jmp 3f
 7:
+  movl %r10d, 568(%rsp)
   movl $0, 564(%rsp)
   testl $0xa0, %r10d
   jz 18f
@@ -298,6 +299,9 @@ mate_log_cold_call:
   .irp n, 0,1,2,3,4,5,6,7
   kmovq (1608 + \n * 8)(%rsp), %k\n
   .endr
+  # On the xmm path the vzeroupper that follows puts zmm0-15's upper halves back as well.
+  testl $4, 576(%rsp)
+  jz 12f
 19:
   # The components to put back in their initial state: those fn left in use, less the opmasks
   # and zmm16-31 when they were restored above. (XGETBV writes edx: the mask is applied after.)

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "mate/log/api.hpp"
 
@@ -210,40 +211,72 @@ __attribute__((target("avx512f,avx512bw"))) void* clobber_avx512(void* arg) noex
   return clobber_sse(arg);
 }
 
-__attribute__((target("avx512f,avx512bw"))) void avx512_round_trip(const Zmm* in, const std::uint64_t* masks_in, Zmm* out,
-                                                                   std::uint64_t* masks_out, void** result, void* fn,
-                                                                   void* arg) {
+// Writes all of zmm0 (its upper half included: XINUSE bit 6), then clobbers as clobber_sse does.
+__attribute__((target("avx512f,avx512bw"))) void* clobber_zmm0(void* arg) noexcept {
+  asm volatile("vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t" : : : "xmm0", "memory");
+  return clobber_sse(arg);
+}
+
+// zmm16-31 and k0-7 loaded from `in` and `masks_in`, ymm0 too when `ymm0_in` is given (AVX
+// upper halves in use: the ymm path; else, after a vzeroupper, the xmm path); the trampoline
+// called; the registers and XINUSE stored after it.
+struct Avx512RoundTrip {
+  std::array<Zmm, 16> zmm{};
+  std::array<std::uint64_t, 8> masks{};
+  Lanes ymm0{};
+  unsigned in_use = 0;
+  void* result = nullptr;
+};
+__attribute__((target("avx512f,avx512bw"))) void avx512_round_trip(const std::array<Zmm, 16>& in,
+                                                                   const std::array<std::uint64_t, 8>& masks_in,
+                                                                   const Lanes* ymm0_in, void* fn, void* arg,
+                                                                   Avx512RoundTrip& out) {
   asm volatile(
+      "vzeroupper\n\t testq %[yin], %[yin]\n\t jz 1f\n\t vmovdqu (%[yin]), %%ymm0\n"
+      "1:\n\t"
       ".irp n, 16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31\n\t"
       " vmovdqu64 ((\\n - 16) * 64)(%[in]), %%zmm\\n\n\t .endr\n\t"
       ".irp n, 0,1,2,3,4,5,6,7\n\t kmovq (\\n * 8)(%[mi]), %%k\\n\n\t .endr\n\t"
       MATE_CALL_TRAMPOLINE
+      "movq %%rax, %[result]\n\t"
       ".irp n, 16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31\n\t"
       " vmovdqu64 %%zmm\\n, ((\\n - 16) * 64)(%[out])\n\t .endr\n\t"
       ".irp n, 0,1,2,3,4,5,6,7\n\t kmovq %%k\\n, (\\n * 8)(%[mo])\n\t .endr\n\t"
-      : "=&a"(*result)
-      : "D"(fn), "S"(arg), [in] "r"(in), [mi] "r"(masks_in), [out] "r"(out), [mo] "r"(masks_out)
-      : MATE_XMM_CLOBBERS, MATE_AVX512_CLOBBERS, "memory", "cc");
+      "vmovdqu %%ymm0, (%[yout])\n\t"
+      "movl $1, %%ecx\n\t xgetbv\n\t movl %%eax, %[in_use]\n\t vzeroupper\n\t"
+      : [result] "=m"(out.result), [in_use] "=m"(out.in_use)
+      : "D"(fn), "S"(arg), [in] "r"(in.data()), [mi] "r"(masks_in.data()), [out] "r"(out.zmm.data()),
+        [mo] "r"(out.masks.data()), [yin] "r"(ymm0_in), [yout] "r"(out.ymm0.data())
+      : "rax", "rcx", "rdx", MATE_XMM_CLOBBERS, MATE_AVX512_CLOBBERS, "memory", "cc");
 }
 
 TEST(ColdCall, KeepsOpmasksAndZmm16To31) {
   if (!has_avx512bw() || !has_xinuse()) GTEST_SKIP() << "no AVX512F/AVX512BW (or no XINUSE) on this CPU";
-  std::array<Zmm, 16> in{}, out{};
-  std::array<std::uint64_t, 8> masks_in{}, masks_out{};
+  std::array<Zmm, 16> in{};
+  std::array<std::uint64_t, 8> masks_in{};
   for (int r = 0; r < 16; ++r)
     for (int b = 0; b < 64; ++b) in[r][b] = static_cast<std::uint8_t>(r * 64 + b + 1);
   for (int k = 0; k < 8; ++k) masks_in[k] = 0x0123456789abcdefull * static_cast<std::uint64_t>(k + 1);
-  for (auto fn : {&clobber_sse, &clobber_avx512}) {
-    int marker = 10;
-    void* result = nullptr;
-    const std::uint64_t full = full_saves_during([&] {
-      avx512_round_trip(in.data(), masks_in.data(), out.data(), masks_out.data(), &result, reinterpret_cast<void*>(fn),
-                        &marker);
-    });
-    EXPECT_EQ(full, 0u) << "opmasks and zmm16-31 in use: moved, not the whole state";
-    EXPECT_EQ(result, &marker);
-    for (int r = 0; r < 16; ++r) EXPECT_EQ(out[r], in[r]) << "zmm" << r + 16;
-    for (int k = 0; k < 8; ++k) EXPECT_EQ(masks_out[k], masks_in[k]) << "k" << k;
+  const Lanes ymm0 = patterns()[0];
+  for (const bool ymm_path : {false, true}) {
+    for (auto fn : {&clobber_sse, &clobber_avx512, &clobber_zmm0}) {
+      const std::string which = std::string(ymm_path ? "ymm path, " : "xmm path, ") +
+                                (fn == &clobber_sse ? "sse" : fn == &clobber_avx512 ? "zmm16-31 and k0-7" : "zmm0");
+      int marker = 10;
+      Avx512RoundTrip out;
+      const std::uint64_t full = full_saves_during(
+          [&] { avx512_round_trip(in, masks_in, ymm_path ? &ymm0 : nullptr, reinterpret_cast<void*>(fn), &marker, out); });
+      EXPECT_EQ(full, 0u) << which << ": opmasks and zmm16-31 in use: moved, not the whole state";
+      EXPECT_EQ(out.result, &marker) << which;
+      for (int r = 0; r < 16; ++r) EXPECT_EQ(out.zmm[r], in[r]) << which << ": zmm" << r + 16;
+      for (int k = 0; k < 8; ++k) EXPECT_EQ(out.masks[k], masks_in[k]) << which << ": k" << k;
+      if (ymm_path) {
+        EXPECT_EQ(out.ymm0, ymm0) << which;
+      }
+      // zmm0-15's upper halves: not in use before the call, not in use after it (else the
+      // caller's next calls take the whole-state path).
+      EXPECT_EQ(out.in_use & 0x40u, 0u) << which << std::hex << ": XINUSE " << out.in_use;
+    }
   }
 }
 
@@ -272,12 +305,6 @@ __attribute__((target("avx512f,avx512bw"))) LeftBehind call_with_no_avx512_state
         [yout] "r"(out.ymm0.data())
       : "rax", "rcx", "rdx", MATE_XMM_CLOBBERS, MATE_AVX512_CLOBBERS, "memory", "cc");
   return out;
-}
-
-// Writes all of zmm0 (its upper half included: XINUSE bit 6), then clobbers as clobber_sse does.
-__attribute__((target("avx512f,avx512bw"))) void* clobber_zmm0(void* arg) noexcept {
-  asm volatile("vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t" : : : "xmm0", "memory");
-  return clobber_sse(arg);
 }
 
 TEST(ColdCall, PutsBackTheAvx512StateTheCallLeftInUse) {
