@@ -244,7 +244,12 @@ void TextWriter::tensor(const DLTensor& t) {
     ++ranges.count;
   }
   put(out, "tensor ");
-  put(out, tensor::dtype_name(v.dtype()));
+  const tensor::ScalarType type = v.scalar_type();
+  if (type != tensor::ScalarType::Unsupported) {
+    put(out, tensor::scalar_type_name(type));
+  } else {
+    put(out, tensor::dtype_name(v.dtype()));
+  }
   put(out, " [");
   append_dims(out, v.ndim(), [&](int i) { return v.shape(i); });
   put(out, "] strides [");
@@ -255,7 +260,11 @@ void TextWriter::tensor(const DLTensor& t) {
     append_int(out, v.byte_offset());
   }
   put(out, ' ');
-  put(out, tensor::device_name(v.device()));
+  if (memory == tensor::Memory::Host && v.device().device_type == kDLCPU) {
+    put(out, "cpu");  // device_name's spelling, without building it
+  } else {
+    put(out, tensor::device_name(v.device()));
+  }
   put(out, v.is_contiguous() ? " contiguous va [" : " non-contiguous va [");
   append_address(out, va.lo);
   put(out, ", ");

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
+
 namespace mate::tensor {
 
 ScalarType scalar_type(DLDataType t) noexcept {
@@ -33,12 +35,17 @@ ScalarType scalar_type(DLDataType t) noexcept {
   }
 }
 
+std::string_view scalar_type_name(ScalarType s) noexcept {
+  static constexpr std::string_view kNames[] = {"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2",
+                                                "i8",  "i16", "i32", "i64",  "u8",     "u16",
+                                                "u32", "u64", "bool"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(ScalarType::Unsupported));
+  return s == ScalarType::Unsupported ? std::string_view() : kNames[static_cast<int>(s)];
+}
+
 std::string dtype_name(DLDataType t) {
-  static constexpr const char* kNames[] = {"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2",
-                                           "i8",  "i16", "i32", "i64",  "u8",     "u16",
-                                           "u32", "u64", "bool"};
-  ScalarType s = scalar_type(t);
-  if (s != ScalarType::Unsupported) return kNames[static_cast<int>(s)];
+  const ScalarType s = scalar_type(t);
+  if (s != ScalarType::Unsupported) return std::string(scalar_type_name(s));
   return fmt::format("dlpack(code={},bits={},lanes={})", t.code, t.bits, t.lanes);
 }
 

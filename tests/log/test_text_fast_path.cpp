@@ -71,6 +71,9 @@ float every_kind(const F32Tensor& t, const F32Tensor& strided) {
   std::vector<std::int64_t> shape{2, 3};
   const std::int32_t ints[6] = {1, -2, 3, -4, 5, -6};
   DLTensor i32 = dl_view(ints, ScalarType::I32, shape);
+  DLTensor f32x4_dl = dl_view(ints, ScalarType::I32, shape);  // a dtype with no name of MATE's own
+  f32x4_dl.dtype = DLDataType{kDLFloat, 32, 4};
+  const DLTensor* f32x4 = &f32x4_dl;
   std::vector<const DLTensor*> list{&t.dl, nullptr, &strided.dl};
   std::vector<std::vector<int>> nested{{1, 2}, {}};
   std::array<double, 2> doubles{0.1, -1e300};
@@ -96,7 +99,7 @@ float every_kind(const F32Tensor& t, const F32Tensor& strided) {
   Wrapped wrapped{&t};
   std::span<const float> floats(t.data.data(), 2);
   mate::tensor::TensorView view(strided.dl);
-  return MATE_API("every_kind", t.dl, &i32, list, nested, doubles, managed_ptr, null_tensor, null_text, text, owned,
+  return MATE_API("every_kind", t.dl, &i32, f32x4, list, nested, doubles, managed_ptr, null_tensor, null_text, text, owned,
                   none, some, std::nullopt, i8, u8, i16, u16, i64, u64, u32, tiny, big, yes, Mode::Exact, Plain::A,
                   wrapped, floats, view, MATE_NAMED("name \"escaped\"\n", 3))
       .outputs(MATE_ARGS(list, owned, MATE_NAMED("sum", 6)))
@@ -127,7 +130,7 @@ TEST_P(TextFastPath, WritesWhatTheGeneralPathWrites) {
         "  text: str \"quote \\\" backslash \\\\ tab \\t bell \\u0007 end\"", "  none: None (optional)",
         "  some: f32 2.5", "  i8: i8 -128", "  u64: u64 18446744073709551615", "  i64: i64 -9223372036854775808",
         "  Mode::Exact: enum Exact (1)", "  Plain::A: enum -7", "  name \"escaped\"\\n: i32 3", "  return: f32 0.25",
-        "  sum: i32 6"}) {
+        "  sum: i32 6", "  f32x4: tensor dlpack(code=2,bits=32,lanes=4) [2, 3]"}) {
     EXPECT_NE(fast.find(expected), std::string::npos) << expected << "\n" << fast;
   }
   if (GetParam() >= 5) {

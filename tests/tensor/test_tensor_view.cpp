@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "mate/tensor/tensor_view.hpp"
@@ -109,6 +110,19 @@ TEST(TensorMeta, KeepsShapeAfterTheSourceIsGone) {
   EXPECT_EQ(copy.view().shape(), (std::vector<std::int64_t>{2, 5}));
   EXPECT_EQ(copy.view().strides(), (std::vector<std::int64_t>{5, 1}));
   EXPECT_EQ(copy.view().va_range().size(), 20u);
+}
+
+TEST(DtypeNames, ScalarTypeNameIsDtypeNamesSpelling) {
+  for (int i = 0; i < static_cast<int>(ScalarType::Unsupported); ++i) {
+    const auto s = static_cast<ScalarType>(i);
+    EXPECT_EQ(std::string(scalar_type_name(s)), dtype_name(dl_dtype(s))) << i;
+    EXPECT_FALSE(scalar_type_name(s).empty()) << i;
+  }
+  EXPECT_EQ(scalar_type_name(ScalarType::F32), "f32");
+  EXPECT_EQ(scalar_type_name(ScalarType::F8E4M3), "f8e4m3");
+  EXPECT_EQ(scalar_type_name(ScalarType::Bool), "bool");
+  EXPECT_EQ(scalar_type_name(ScalarType::Unsupported), "");
+  EXPECT_EQ(dtype_name(DLDataType{kDLFloat, 32, 4}), "dlpack(code=2,bits=32,lanes=4)");
 }
 
 }  // namespace

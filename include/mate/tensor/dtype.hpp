@@ -38,6 +38,9 @@ ScalarType scalar_type(DLDataType t) noexcept;
 // "f32", "bf16", "f8e4m3", "i64", "u8", "bool", ...; Unsupported types are spelled from their
 // DLPack fields, e.g. "dlpack(code=5,bits=64,lanes=1)".
 std::string dtype_name(DLDataType t);
+// The name of a supported scalar type, as dtype_name spells it ("f32", ...); "" for Unsupported.
+// No string is built (the text log writes one per tensor argument).
+std::string_view scalar_type_name(ScalarType s) noexcept;
 // Bytes per element (bits * lanes / 8, rounded up).
 std::size_t element_size(DLDataType t) noexcept;
 bool is_floating(ScalarType s) noexcept;
