@@ -260,8 +260,8 @@ void TextWriter::tensor(const DLTensor& t) {
     append_int(out, v.byte_offset());
   }
   put(out, ' ');
-  if (memory == tensor::Memory::Host && v.device().device_type == kDLCPU) {
-    put(out, "cpu");  // device_name's spelling, without building it
+  if (v.device().device_type == kDLCPU) {
+    put(out, tensor::kCpuDeviceName);
   } else {
     put(out, tensor::device_name(v.device()));
   }

@@ -96,7 +96,7 @@ Memory memory_of(DLDevice d) noexcept {
 }
 
 std::string device_name(DLDevice d) {
-  if (d.device_type == kDLCPU) return "cpu";
+  if (d.device_type == kDLCPU) return std::string(kCpuDeviceName);
   if (const device::Vendor* v = device::find_vendor_of_pinned_host(d.device_type))
     return fmt::format("{}_host", v->name);
   if (const device::Vendor* v = device::find_vendor(d.device_type))

@@ -12,7 +12,9 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "mate/device/backend.hpp"
 #include "mate/device/vendors.hpp"
@@ -54,6 +56,8 @@ enum class Memory { Host, Cuda, Musa, Other };
 Memory memory_of(DLDevice d) noexcept;
 // "cpu", "cuda:0", "cuda_host", "cuda_managed:1", "musa:0", "dlpack_device(4):0".
 std::string device_name(DLDevice d);
+// device_name of a kDLCPU device (for writers that skip building the string in the common case).
+inline constexpr std::string_view kCpuDeviceName = "cpu";
 // The device layer's kind for device memory (Cuda or Musa); Host otherwise.
 device::Kind device_kind(Memory m) noexcept;
 
@@ -62,8 +66,6 @@ device::Kind device_kind(Memory m) noexcept;
 // The inverses of dtype_name and device_name (what records and dumps read back); nullopt for a
 // name they never write. A device's id is 0 where its name carries none ("cpu", "cuda_host").
 // (src/tensor/names.cpp)
-#include <optional>
-#include <string_view>
 namespace mate::tensor {
 std::optional<DLDataType> dtype_named(std::string_view name);
 std::optional<DLDevice> device_named(std::string_view name);
