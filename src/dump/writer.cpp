@@ -206,7 +206,8 @@ struct Phase {
 };
 
 // The call.json entries of a phase's arguments (the argument schema, mate/log/arg_json.hpp);
-// each tensor says kPending until its file is complete, and joins `phase`.
+// each tensor says kPending until its file is complete, and joins `phase` (one whose layout is
+// invalid says so, and does not).
 json describe_all(const std::vector<log::Arg>& args, const std::string& name, const detail::TensorFormat& format,
                   Phase& phase) {
   json out = json::array();
@@ -216,14 +217,18 @@ json describe_all(const std::vector<log::Arg>& args, const std::string& name, co
     // List items' stems and slots follow the items' positions.
     std::function<void(const log::Arg&, const std::string&, const json::json_pointer&)> walk =
         [&](const log::Arg& a, const std::string& stem, const json::json_pointer& slot) {
-          if (a.kind == log::Arg::Kind::Tensor) {
+          if (a.kind == log::Arg::Kind::Tensor && a.tensor->view().layout().error == nullptr) {
             phase.tensors.push_back(detail::PhaseTensor{stem, *a.tensor, "", "", ""});
             phase.slots.push_back(slot);
           }
           for (std::size_t i = 0; i < a.items.size(); ++i) walk(a.items[i], stem + "." + std::to_string(i), slot / "items" / i);
         };
     walk(args[k], index + sanitize(args[k].name), json::json_pointer("/" + name) / k);
-    out.push_back(log::arg_to_json(args[k], [](const log::Arg&, json& j) { j["error"] = kPending; }));
+    // A tensor with an invalid layout describes no memory: there is nothing to save.
+    out.push_back(log::arg_to_json(args[k], [](const log::Arg& a, json& j) {
+      const char* invalid = a.tensor->view().layout().error;
+      j["error"] = invalid ? std::string("not saved: invalid layout (") + invalid + ")" : std::string(kPending);
+    }));
   }
   format.place(name, phase.tensors);
   return out;

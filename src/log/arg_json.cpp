@@ -34,12 +34,18 @@ ordered_json float_json(const Arg& a) {
 
 void tensor_fields(const Arg& a, ordered_json& j) {
   const tensor::TensorView v = a.tensor->view();
-  const tensor::VaRange va = v.va_range();
+  const tensor::Layout layout = v.layout();
+  const tensor::VaRange va = v.va_range(layout.extent);
   j["dtype"] = tensor::dtype_name(v.dtype());
   j["shape"] = v.shape();
   j["strides"] = v.strides();
   j["byte_offset"] = v.byte_offset();
   j["device"] = tensor::device_name(v.device());
+  if (layout.error != nullptr) {  // no range: nothing was read through it
+    j["layout_error"] = layout.error;
+    j["data"] = hex(reinterpret_cast<std::uintptr_t>(v.dl().data));
+    return;
+  }
   j["contiguous"] = v.is_contiguous();
   j["va"] = {hex(va.lo), hex(va.hi)};
   j["bytes"] = va.size();
@@ -114,25 +120,24 @@ std::optional<std::uintptr_t> address(const json& j) {
 
 constexpr int kMaxRank = 64;
 
-// A layout whose element count or byte extent does not fit in 64 bits is damage (and would
-// overflow TensorView's arithmetic).
-void check_layout(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides, std::size_t element_size) {
-  std::int64_t count = 1, reach = static_cast<std::int64_t>(element_size);
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0) bad("negative dimension in shape");
-    std::int64_t span = 0;
-    if (__builtin_mul_overflow(count, shape[i], &count) ||
-        __builtin_mul_overflow(shape[i] == 0 ? 0 : shape[i] - 1, strides[i] < 0 ? -strides[i] : strides[i], &span) ||
-        strides[i] == std::numeric_limits<std::int64_t>::min() ||
-        __builtin_mul_overflow(span, static_cast<std::int64_t>(element_size), &span) || __builtin_add_overflow(reach, span, &reach))
-      bad("shape and strides overflow 64 bits");
-  }
+// A layout whose element count or byte extent does not fit in 64 bits, or with a negative
+// dimension, is damage (TensorView would describe it as touching no bytes).
+void check_layout(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides, DLDataType type) {
+  DLTensor t{};
+  t.ndim = static_cast<std::int32_t>(shape.size());
+  t.shape = const_cast<std::int64_t*>(shape.data());
+  t.strides = const_cast<std::int64_t*>(strides.data());
+  t.dtype = type;
+  if (const char* error = tensor::TensorView(t).layout().error) bad(error);
 }
 
 // The tensor's metadata, when the object carries its layout (call.json always did; a tensor
-// recorded as absent or not saved may not). data is the recorded address of element 0.
+// recorded as absent or not saved may not). data is the recorded address of element 0. A layout
+// recorded as invalid (arg_to_json's "layout_error", with "data" instead of "va") is kept as it
+// was: its TensorView describes no memory.
 std::optional<tensor::TensorMeta> tensor_meta(const json& j) {
   if (!j.contains("dtype") || !j.contains("shape")) return std::nullopt;
+  const bool recorded_invalid = j.contains("layout_error");
   const std::string dtype = string_field(j, "dtype");
   const std::optional<DLDataType> type = tensor::dtype_named(dtype);
   if (!type) bad("dtype: unknown dtype \"" + dtype + "\"");
@@ -140,7 +145,7 @@ std::optional<tensor::TensorMeta> tensor_meta(const json& j) {
   std::vector<std::int64_t> strides = j.contains("strides") ? integer_list(j, "strides") : tensor::contiguous_strides(shape);
   if (shape.size() != strides.size()) bad("shape and strides have different lengths");
   if (shape.size() > static_cast<std::size_t>(kMaxRank)) bad("rank " + std::to_string(shape.size()) + " exceeds " + std::to_string(kMaxRank));
-  check_layout(shape, strides, tensor::element_size(*type));
+  if (!recorded_invalid) check_layout(shape, strides, *type);
   DLDevice device{kDLCPU, 0};
   if (j.contains("device")) {
     const std::string name = string_field(j, "device");
@@ -157,7 +162,10 @@ std::optional<tensor::TensorMeta> tensor_meta(const json& j) {
   t.byte_offset = j.contains("byte_offset") ? integer_field<std::uint64_t>(j, "byte_offset") : 0;
   // The recorded address: va.lo is element 0 plus the extent's begin (which does not depend on
   // data). A range that does not match the layout is not this tensor's: data stays null.
-  if (auto va = j.find("va"); va != j.end() && va->is_array() && va->size() == 2) {
+  if (recorded_invalid) {
+    if (auto data = j.find("data"); data != j.end())
+      if (const auto a = address(*data)) t.data = reinterpret_cast<void*>(*a);
+  } else if (auto va = j.find("va"); va != j.end() && va->is_array() && va->size() == 2) {
     const auto lo = address((*va)[0]), hi = address((*va)[1]);
     const tensor::ByteExtent e = tensor::TensorView(t).extent();
     if (lo && hi && *lo <= *hi && static_cast<std::uintptr_t>(e.size()) == *hi - *lo)
@@ -247,6 +255,8 @@ Arg arg_from_json(const json& j, int max_depth) {
       a.file = optional_string(j, "file");
       a.key = optional_string(j, "key");
       a.tensor = tensor_meta(j);
+      if (a.error.empty() && a.tensor && a.tensor->view().layout().error != nullptr)
+        a.error = std::string("invalid layout: ") + a.tensor->view().layout().error;
       break;
   }
   return a;

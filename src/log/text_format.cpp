@@ -232,8 +232,9 @@ void TextWriter::tensor(const DLTensor& t) {
     record.gave_up = true;  // see TextRecord
     return;
   }
-  const tensor::VaRange va = v.va_range();
-  if (record.ranges != nullptr && t.device.device_type != kDLCPU && t.data != nullptr) {
+  const tensor::Layout layout = v.layout();
+  const tensor::VaRange va = v.va_range(layout.extent);
+  if (record.ranges != nullptr && t.device.device_type != kDLCPU && t.data != nullptr && layout.error == nullptr) {
     DeviceRanges& ranges = *record.ranges;
     if (ranges.count == DeviceRanges::kMax) {
       record.gave_up = true;
@@ -264,6 +265,14 @@ void TextWriter::tensor(const DLTensor& t) {
     put(out, tensor::kCpuDeviceName);
   } else {
     put(out, tensor::device_name(v.device()));
+  }
+  if (layout.error != nullptr) {  // no range, no statistics: nothing is read through it
+    put(out, " invalid layout (");
+    put(out, std::string_view(layout.error));
+    put(out, "): data ");
+    append_address(out, reinterpret_cast<std::uintptr_t>(t.data));
+    put(out, ", nothing read\n");
+    return;
   }
   put(out, v.is_contiguous() ? " contiguous va [" : " non-contiguous va [");
   append_address(out, va.lo);

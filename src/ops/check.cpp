@@ -37,6 +37,7 @@ const DLTensor& Checker::tensor(const char* arg, const DLTensor* t, int ndim) {
   if (t->dtype.lanes != 1)
     fail(arg, fmt::format("has {} lanes per element (accepted: 1)", static_cast<int>(t->dtype.lanes)));
   tensor::TensorView v(*t);
+  if (const char* why = v.layout().error) fail(arg, fmt::format("has an invalid layout (shape {}): {}", shape_text(*t), why));
   if (!v.is_contiguous()) {
     auto strides = v.strides();
     std::string s;

@@ -59,7 +59,9 @@ device::Backend* backend_for(DLDevice d) noexcept {
 }
 
 std::string copy_extent_out(const TensorView& t, ByteSink sink, void* context, const CopyOptions& options) {
-  const ByteExtent e = t.extent();
+  const Layout layout = t.layout();
+  if (layout.error != nullptr) return std::string("invalid layout (") + layout.error + "): nothing read";
+  const ByteExtent e = layout.extent;
   if (e.size() == 0) return "";
   if (t.dl().data == nullptr) return "the tensor's data pointer is null";
   const std::uintptr_t lo = t.origin() + static_cast<std::uintptr_t>(e.begin);

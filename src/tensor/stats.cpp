@@ -241,10 +241,11 @@ void finish(const Acc& acc, std::int64_t multiplicity, std::int64_t count, bool 
   }
 }
 
-// Why `t` (of scalar type `type`, `numel` elements) has no statistics; empty when it has.
-std::string check(const TensorView& t, ScalarType type, std::int64_t numel) {
+// Why `t` (of scalar type `type`, layout `layout`) has no statistics; empty when it has.
+std::string check(const TensorView& t, ScalarType type, const Layout& layout) {
+  if (layout.error != nullptr) return std::string("stats unavailable: invalid layout (") + layout.error + ")";
   if (type == ScalarType::Unsupported) return "stats unavailable: no statistics for dtype " + dtype_name(t.dtype());
-  if (t.dl().data == nullptr && numel > 0) return "stats unavailable: null data pointer";
+  if (t.dl().data == nullptr && layout.numel > 0) return "stats unavailable: null data pointer";
   return {};
 }
 
@@ -290,12 +291,12 @@ bool read_guarded(HostRead& read, std::uintptr_t lo, std::uintptr_t hi, const de
 StatsResult host_stats(const TensorView& t, const detail::FloatControls& controls) {
   StatsResult r;
   const ScalarType type = t.scalar_type();
-  const std::int64_t numel = t.numel();
-  r.unavailable = check(t, type, numel);
+  const Layout layout = t.layout();
+  const std::int64_t numel = layout.numel;
+  r.unavailable = check(t, type, layout);
   if (!r.unavailable.empty()) return r;
   Acc acc;
   std::int64_t multiplicity = 1;
-  // A shape with negative sizes gives no count: nothing is read, as for an empty tensor.
   if (numel > 0) {
     const std::int64_t es = static_cast<std::int64_t>(t.element_size());
     HostRead read{type, reinterpret_cast<const unsigned char*>(t.origin()), numel, es, nullptr, &acc};
@@ -307,7 +308,7 @@ StatsResult host_stats(const TensorView& t, const detail::FloatControls& control
       normalize(t, w);
       multiplicity = w.multiplicity;
       read.walk = &w;
-      const VaRange va = t.va_range();
+      const VaRange va = t.va_range(layout.extent);
       if (!read_guarded(read, va.lo, va.hi, controls, r)) return r;
     }
   }
@@ -325,17 +326,18 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
   const detail::ExactFloatMode exact;
   StatsResult r;
   const ScalarType type = t.scalar_type();
-  r.unavailable = check(t, type, t.numel());
+  const Layout layout = t.layout();
+  r.unavailable = check(t, type, layout);
   if (!r.unavailable.empty()) return r;
   Walk w(t);
   normalize(t, w);
   const std::int64_t es = static_cast<std::int64_t>(t.element_size());
   const std::int64_t chunk = std::max<std::int64_t>(static_cast<std::int64_t>(options.chunk_bytes), es);
-  const std::int64_t span = std::min<std::int64_t>(chunk, std::max<std::int64_t>(t.extent().size(), es));
+  const std::int64_t span = std::min<std::int64_t>(chunk, std::max<std::int64_t>(layout.extent.size(), es));
   std::vector<unsigned char> buffer(static_cast<std::size_t>(span));
   Acc acc;
   std::string error;
-  if (t.numel() > 0) {
+  if (layout.numel > 0) {
     for_each_run(w, [&](std::int64_t offset) {
       if (!error.empty()) return;
       const std::int64_t n = w.inner.size, stride = w.inner.stride;
@@ -359,7 +361,7 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
     r.unavailable = error;
     return r;
   }
-  finish(acc, w.multiplicity, t.numel(), is_floating(type), r.stats.emplace());
+  finish(acc, w.multiplicity, layout.numel, is_floating(type), r.stats.emplace());
   return r;
 }
 

@@ -10,9 +10,10 @@ namespace mate::tensor {
 std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape) {
   std::vector<std::int64_t> s(shape.size());
   std::int64_t step = 1;
+  bool fits = true;
   for (std::size_t i = shape.size(); i-- > 0;) {
-    s[i] = step;
-    step *= shape[i];
+    s[i] = fits ? step : 0;
+    fits = fits && !__builtin_mul_overflow(step, shape[i], &step);
   }
   return s;
 }
@@ -20,7 +21,8 @@ std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& sh
 std::int64_t TensorView::stride(int i) const noexcept {
   if (t_->strides != nullptr) return t_->strides[i];
   std::int64_t step = 1;
-  for (int d = t_->ndim - 1; d > i; --d) step *= t_->shape[d];
+  for (int d = t_->ndim - 1; d > i; --d)
+    if (__builtin_mul_overflow(step, t_->shape[d], &step)) return 0;
   return step;
 }
 
@@ -34,37 +36,58 @@ std::vector<std::int64_t> TensorView::strides() const {
   return s;
 }
 
-std::int64_t TensorView::numel() const noexcept {
-  std::int64_t n = 1;
-  for (int i = 0; i < t_->ndim; ++i) n *= t_->shape[i];
-  return n;
+namespace {
+Layout invalid(const char* why) noexcept { return Layout{why, 0, {}}; }
+}  // namespace
+
+Layout TensorView::layout() const noexcept {
+  const int n = t_->ndim;
+  if (n < 0) return invalid("negative number of dimensions");
+  bool empty = false;
+  for (int i = 0; i < n; ++i) {
+    if (t_->shape[i] < 0) return invalid("negative dimension in shape");
+    empty = empty || t_->shape[i] == 0;
+  }
+  if (empty) return {};  // no elements: no bytes, whatever the strides say
+  // Element offsets of the first and last elements touched, from the last dimension on (where
+  // DLPack's strides are NULL, dimension i's stride is the count of the dimensions after it).
+  std::int64_t count = 1, lo = 0, hi = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    const std::int64_t size = t_->shape[i];
+    const std::int64_t stride = t_->strides != nullptr ? t_->strides[i] : count;
+    if (__builtin_mul_overflow(count, size, &count)) return invalid("element count overflows 64 bits");
+    std::int64_t reach = 0;
+    if (__builtin_mul_overflow(size - 1, stride, &reach) ||
+        __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi))
+      return invalid("shape and strides overflow 64 bits");
+  }
+  const auto es = static_cast<std::int64_t>(element_size());
+  ByteExtent e;
+  std::int64_t size = 0;
+  if (__builtin_mul_overflow(lo, es, &e.begin) || __builtin_mul_overflow(hi, es, &e.end) ||
+      __builtin_add_overflow(e.end, es, &e.end) || __builtin_sub_overflow(e.end, e.begin, &size))
+    return invalid("shape and strides overflow 64 bits");
+  if (t_->data != nullptr) {
+    // [data + byte_offset + begin, data + byte_offset + end) must be addresses, not wrap around.
+    const auto data = reinterpret_cast<std::uintptr_t>(t_->data);
+    const std::uintptr_t o = origin();
+    const auto below = static_cast<std::uintptr_t>(0) - static_cast<std::uintptr_t>(e.begin);  // e.begin <= 0
+    if (o < data || o < below || o + static_cast<std::uintptr_t>(e.end) < o)
+      return invalid("data pointer, byte_offset and extent wrap around the address space");
+  }
+  return {nullptr, count, e};
 }
 
 bool TensorView::is_contiguous() const noexcept {
-  if (t_->strides == nullptr || numel() == 0) return true;
-  std::int64_t expected = 1;
+  if (t_->strides == nullptr) return true;
+  const Layout l = layout();
+  if (l.error != nullptr || l.numel == 0) return true;
+  std::int64_t expected = 1;  // no overflow: a product of dimensions within numel
   for (int i = t_->ndim - 1; i >= 0; --i) {
     if (t_->shape[i] != 1 && t_->strides[i] != expected) return false;
     expected *= t_->shape[i];
   }
   return true;
-}
-
-ByteExtent TensorView::extent() const noexcept {
-  if (numel() == 0) return {};
-  std::int64_t lo = 0, hi = 0;  // element offsets of the first and last touched elements
-  for (int i = 0; i < t_->ndim; ++i) {
-    std::int64_t reach = (t_->shape[i] - 1) * stride(i);
-    (reach < 0 ? lo : hi) += reach;
-  }
-  auto es = static_cast<std::int64_t>(element_size());
-  return {lo * es, (hi + 1) * es};
-}
-
-VaRange TensorView::va_range() const noexcept {
-  ByteExtent e = extent();
-  std::uintptr_t o = origin();
-  return {o + static_cast<std::uintptr_t>(e.begin), o + static_cast<std::uintptr_t>(e.end)};
 }
 
 TensorMeta::TensorMeta(const DLTensor& t) : t_(t) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +44,12 @@ void strip_writer_fields(json& args) {
     for (const char* key : {"stats", "stats_unavailable", "file", "key", "error"}) a.erase(key);
     if (a.contains("items")) strip_writer_fields(a["items"]);
   }
+}
+
+std::string fmt_address(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%#lx", static_cast<unsigned long>(reinterpret_cast<std::uintptr_t>(p)));
+  return text;
 }
 
 std::string read_text(const fs::path& p) {
@@ -134,6 +141,38 @@ TEST_F(ArgumentSchema, ReplaysReaderGetsEveryFieldBackIncludingTheAddressRange) 
   EXPECT_EQ(call.inputs[9].kind, mate::log::Arg::Kind::None);
   EXPECT_EQ(call.inputs[9].type, "tensor");
   EXPECT_FALSE(call.inputs[0].file.empty());
+}
+
+// A tensor whose DLTensor describes no memory (here a negative dimension) is described as it was
+// given, with why its layout is invalid; nothing is read or saved, and the reader gets it back
+// as the same invalid layout, not saved.
+TEST_F(ArgumentSchema, AnInvalidLayoutIsDescribedNotSavedAndReadsBack) {
+  mate::testing::F32Tensor y({7, 8}, {2}), out({0, 0}, {2});
+  std::vector<std::int64_t> negative{2, -3};
+  DLTensor bad = mate::testing::dl_view(y.data.data(), mate::tensor::ScalarType::F32, negative);
+  schema_call(&bad, {&y.dl}, 0.25, 1.5f, 42, -5, false, Mode::Fast, "plain", nullptr, &out.dl);
+  json logged = logged_inputs();
+  const json dumped = json::parse(read_text(fs::path(call_dir()) / "call.json"))["inputs"];
+  for (const json* args : {static_cast<const json*>(&logged), &dumped}) {
+    const json& x = (*args)[0];
+    EXPECT_EQ(x["shape"], json::array({2, -3}));
+    EXPECT_EQ(x["layout_error"], "negative dimension in shape");
+    EXPECT_FALSE(x.contains("va")) << x;
+    EXPECT_FALSE(x.contains("file")) << x;
+    EXPECT_EQ(x["data"], fmt_address(y.data.data()));
+  }
+  EXPECT_EQ(dumped[0]["error"], "not saved: invalid layout (negative dimension in shape)");
+  EXPECT_FALSE(fs::exists(fs::path(call_dir()) / "inputs" / "00_x.pt"));
+  EXPECT_TRUE(dumped[1]["items"][0].contains("file")) << "the other tensors are saved";
+
+  const mate::dump::CallRecord call = mate::dump::read_call(call_dir());
+  ASSERT_TRUE(call.inputs[0].tensor.has_value());
+  EXPECT_EQ(call.inputs[0].error, "not saved: invalid layout (negative dimension in shape)");
+  EXPECT_STREQ(call.inputs[0].tensor->view().layout().error, "negative dimension in shape");
+  json again = json::array({json::parse(mate::log::arg_to_json(call.inputs[0]).dump())});
+  strip_writer_fields(again);
+  strip_writer_fields(logged);
+  EXPECT_EQ(again[0], logged[0]);
 }
 
 }  // namespace

@@ -94,6 +94,14 @@ TEST_F(GemmArgs, NullDataWithElements) {
             "mate::ops::gemm_nt: argument 'a': has a null data pointer and 32 elements");
 }
 
+TEST_F(GemmArgs, ALayoutBeyond64Bits) {
+  std::int64_t huge[2] = {std::int64_t{1} << 62, 8};
+  a.raw().shape = huge;
+  EXPECT_EQ(error_of([&] { gemm_nt(a.cdl(), b.cdl(), out.dl()); }),
+            "mate::ops::gemm_nt: argument 'a': has an invalid layout (shape [4611686018427387904, 8]): element count "
+            "overflows 64 bits");
+}
+
 TEST_F(GemmArgs, OutputOverlappingAnInput) {
   DLTensor alias = *out.dl();
   alias.data = a.raw().data;  // out written over a

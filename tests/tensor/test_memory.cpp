@@ -76,6 +76,18 @@ TEST(TensorMemory, UnreachableMemorySaysWhy) {
   EXPECT_NE(copy_bytes_in(DLDevice{kDLVulkan, 0}, 0x1000, data.data(), 4).find("no device backend writes"), std::string::npos);
   DLTensor null_data = dl_view(nullptr, ScalarType::F32, shape, nullptr, 0, {kDLCPU, 0});
   EXPECT_EQ(copy_extent_out(TensorView(null_data), collect, &out), "the tensor's data pointer is null");
+  // A layout that describes no memory reads none, on the host and on a device alike.
+  std::vector<std::int64_t> negative{4, -2};
+  mate::testing::HostMemoryDevice device;
+  CudaBackendFor cuda(&device);
+  for (DLDevice d : {DLDevice{kDLCPU, 0}, DLDevice{kDLCUDA, 0}}) {
+    DLTensor bad = dl_view(data.data(), ScalarType::F32, negative, nullptr, 0, d);
+    Collected nothing;
+    EXPECT_EQ(copy_extent_out(TensorView(bad), collect, &nothing), "invalid layout (negative dimension in shape): nothing read");
+    EXPECT_EQ(nothing.pieces, 0u);
+    EXPECT_THROW(read_extent(TensorView(bad)), std::runtime_error);
+  }
+  EXPECT_EQ(device.reads, 0u);
 }
 
 // While reads of a kind are skipped on a thread (a call captured into a graph), nothing reads

@@ -299,17 +299,18 @@ TEST(Stats, SignedZerosGiveTheSameMinAndMaxContiguousAndStrided) {
   }
 }
 
-// A shape with a negative size (a malformed DLTensor) has no elements to read: no statistics
-// of memory that is not there, and no negative count of finite values.
-TEST(Stats, ANegativeSizeReadsNothing) {
+// A malformed DLTensor (a negative size, a count beyond 64 bits) has no statistics, and says why:
+// nothing is read of memory that is not there.
+TEST(Stats, AnInvalidLayoutReadsNothingAndSaysWhy) {
   std::int32_t v[4] = {1, 2, 3, 4};
   for (ScalarType type : {ScalarType::I32, ScalarType::F32}) {
-    std::vector<std::int64_t> shape{-1};
-    StatsResult r = compute_stats(TensorView(dl_view(v, type, shape)));
-    ASSERT_TRUE(r.stats) << r.unavailable;
-    EXPECT_EQ(r.stats->finite, 0);
-    EXPECT_EQ(r.stats->nan, 0);
-    EXPECT_EQ(r.stats->inf, 0);
+    std::vector<std::int64_t> negative{-1}, huge{std::int64_t{1} << 62, 8};
+    StatsResult r = compute_stats(TensorView(dl_view(v, type, negative)));
+    EXPECT_FALSE(r.stats);
+    EXPECT_EQ(r.unavailable, "stats unavailable: invalid layout (negative dimension in shape)");
+    r = compute_stats(TensorView(dl_view(v, type, huge)));
+    EXPECT_FALSE(r.stats);
+    EXPECT_EQ(r.unavailable, "stats unavailable: invalid layout (element count overflows 64 bits)");
   }
 }
 

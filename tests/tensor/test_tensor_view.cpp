@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,87 @@ TEST(TensorView, ScalarTensorHasOneElement) {
   DLTensor t = dl_view(&x, ScalarType::F32, shape);
   EXPECT_EQ(TensorView(t).numel(), 1);
   EXPECT_EQ(TensorView(t).va_range().size(), 4u);
+}
+
+// A DLTensor's fields are the caller's: nonsense in them is an invalid layout, which touches no
+// bytes (nothing reads through it) and says why, never a signed overflow.
+TEST(TensorView, AnInvalidLayoutSaysWhyAndTouchesNoBytes) {
+  float buf[16] = {};
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::vector<std::int64_t> strides;  // empty: DLPack's NULL
+    const char* error;
+  };
+  constexpr std::int64_t k62 = std::int64_t{1} << 62, k40 = std::int64_t{1} << 40;
+  const std::int64_t kMin = INT64_MIN, kMax = INT64_MAX;
+  const Case cases[] = {
+      {{-3, 4}, {}, "negative dimension in shape"},
+      {{4, -1}, {1, 4}, "negative dimension in shape"},
+      {{k62, 8}, {}, "element count overflows 64 bits"},
+      {{k40, k40}, {k40, 1}, "element count overflows 64 bits"},
+      {{2, k62, k62}, {}, "element count overflows 64 bits"},
+      {{4, 4}, {k62, 1}, "shape and strides overflow 64 bits"},
+      {{3}, {kMin}, "shape and strides overflow 64 bits"},
+      {{2}, {kMax}, "shape and strides overflow 64 bits"},  // (1 * kMax + 1) elements
+      {{k62 / 2}, {1}, "shape and strides overflow 64 bits"},  // 2^61 elements of 4 bytes
+  };
+  for (const Case& c : cases) {
+    std::vector<std::int64_t> shape = c.shape, strides = c.strides;
+    DLTensor t = dl_view(buf, ScalarType::F32, shape, strides.empty() ? nullptr : &strides);
+    const TensorView v(t);
+    SCOPED_TRACE(::testing::PrintToString(c.shape) + " strides " + ::testing::PrintToString(c.strides));
+    const Layout l = v.layout();
+    ASSERT_NE(l.error, nullptr);
+    EXPECT_STREQ(l.error, c.error);
+    EXPECT_EQ(l.numel, 0);
+    EXPECT_EQ(v.numel(), 0);
+    EXPECT_EQ(v.extent().size(), 0);
+    EXPECT_EQ(v.va_range().size(), 0u);
+    EXPECT_TRUE(v.is_contiguous());
+    (void)v.strides();  // defined for any layout (UBSan checks the compact ones)
+  }
+}
+
+TEST(TensorView, AnAddressRangeThatWrapsIsInvalid) {
+  std::vector<std::int64_t> shape{4}, back{-1};
+  DLTensor high = dl_view(reinterpret_cast<void*>(UINTPTR_MAX - 7), ScalarType::F32, shape);
+  EXPECT_STREQ(TensorView(high).layout().error, "data pointer, byte_offset and extent wrap around the address space");
+  DLTensor low = dl_view(reinterpret_cast<void*>(8), ScalarType::F32, shape, &back);  // reaches 12 bytes below
+  EXPECT_STREQ(TensorView(low).layout().error, "data pointer, byte_offset and extent wrap around the address space");
+  DLTensor offset = dl_view(reinterpret_cast<void*>(0x1000), ScalarType::F32, shape, nullptr, UINT64_MAX - 0x800);
+  EXPECT_NE(TensorView(offset).layout().error, nullptr);
+  // The same layouts with a null data pointer have an extent (replay rebuilds them from it).
+  DLTensor unplaced = dl_view(nullptr, ScalarType::F32, shape, &back);
+  EXPECT_EQ(TensorView(unplaced).layout().error, nullptr);
+  EXPECT_EQ(TensorView(unplaced).extent().begin, -12);
+}
+
+// Huge dimensions next to a zero are an empty tensor, not an overflow (in any order).
+TEST(TensorView, AZeroDimensionMakesAnyShapeEmpty) {
+  constexpr std::int64_t k62 = std::int64_t{1} << 62;
+  for (std::vector<std::int64_t> shape : {std::vector<std::int64_t>{0, k62, k62}, {k62, k62, 0}, {k62, 0, k62}}) {
+    DLTensor t = dl_view(reinterpret_cast<void*>(0x1000), ScalarType::F32, shape);
+    const Layout l = TensorView(t).layout();
+    EXPECT_EQ(l.error, nullptr);
+    EXPECT_EQ(l.numel, 0);
+    EXPECT_EQ(l.extent.size(), 0);
+  }
+  // The compact stride of the first dimension does not fit: 0, for the view and the helper.
+  std::vector<std::int64_t> shape{0, k62, k62};
+  DLTensor t = dl_view(nullptr, ScalarType::F32, shape);
+  EXPECT_EQ(TensorView(t).strides(), (std::vector<std::int64_t>{0, k62, 1}));
+  EXPECT_EQ(contiguous_strides(shape), (std::vector<std::int64_t>{0, k62, 1}));
+}
+
+TEST(TensorView, LayoutOfAValidTensorMatchesItsParts) {
+  std::vector<float> buf(10);
+  std::vector<std::int64_t> shape{5}, strides{-2};
+  DLTensor t = dl_view(buf.data(), ScalarType::F32, shape, &strides, 8 * sizeof(float));
+  const Layout l = TensorView(t).layout();
+  EXPECT_EQ(l.error, nullptr);
+  EXPECT_EQ(l.numel, 5);
+  EXPECT_EQ(l.extent.begin, -32);
+  EXPECT_EQ(l.extent.end, 4);
 }
 
 TEST(Dtype, NamesFollowDLPack11Codes) {

@@ -8,6 +8,12 @@
 // Contract: the DLTensor (and its shape/strides arrays) must outlive the view. Strides may be
 // anything DLPack allows: non-contiguous, zero (broadcast) or negative; the extent accounts for
 // all of them. A tensor with zero elements touches no bytes: lo == hi == data + byte_offset.
+//
+// Nothing in a DLTensor is trusted: a shape with a negative dimension, an element count or a
+// byte extent beyond 64 bits, or an address range that wraps around is an invalid layout
+// (layout().error says which). Such a tensor touches no bytes as far as numel(), extent() and
+// va_range() answer (0, empty), so nothing reads memory through it; what describes a tensor (the
+// log, dumps, statistics, argument checks) says why instead.
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -28,6 +34,14 @@ struct ByteExtent {
   std::int64_t size() const noexcept { return end - begin; }
 };
 
+// A layout's element count and byte extent, both 0 / empty when `error` is set: why the layout
+// cannot describe memory (a static string: "negative dimension in shape", ...).
+struct Layout {
+  const char* error = nullptr;
+  std::int64_t numel = 0;
+  ByteExtent extent;
+};
+
 // An absolute address range [lo, hi).
 struct VaRange {
   std::uintptr_t lo = 0;
@@ -42,7 +56,8 @@ class TensorView {
   const DLTensor& dl() const noexcept { return *t_; }
   int ndim() const noexcept { return t_->ndim; }
   std::int64_t shape(int i) const noexcept { return t_->shape[i]; }
-  // Stride of dimension i in elements (computed when DLPack's strides are NULL).
+  // Stride of dimension i in elements (computed when DLPack's strides are NULL; 0 where that
+  // product of later dimensions does not fit 64 bits, which only an invalid or empty layout has).
   std::int64_t stride(int i) const noexcept;
   std::vector<std::int64_t> shape() const;
   std::vector<std::int64_t> strides() const;
@@ -57,11 +72,19 @@ class TensorView {
   }
   std::size_t element_size() const noexcept { return tensor::element_size(t_->dtype); }
 
-  std::int64_t numel() const noexcept;
+  // Element count, byte extent and whether they are valid, in one pass with checked arithmetic
+  // (callers that need more than one of them ask once).
+  Layout layout() const noexcept;
+  std::int64_t numel() const noexcept { return layout().numel; }
   // Row-major compact: the strides equal the compact ones (dimensions of size 1 excepted).
+  // True for a tensor without elements, and for an invalid layout (it touches no bytes).
   bool is_contiguous() const noexcept;
-  ByteExtent extent() const noexcept;
-  VaRange va_range() const noexcept;
+  ByteExtent extent() const noexcept { return layout().extent; }
+  VaRange va_range() const noexcept { return va_range(layout().extent); }
+  // origin() + `e` (an extent of this tensor's, from layout()).
+  VaRange va_range(ByteExtent e) const noexcept {
+    return {origin() + static_cast<std::uintptr_t>(e.begin), origin() + static_cast<std::uintptr_t>(e.end)};
+  }
 
  private:
   const DLTensor* t_;
@@ -91,7 +114,7 @@ class TensorMeta {
   std::vector<std::int64_t> heap_;             // the same, for more dimensions
 };
 
-// Compact row-major strides for `shape`.
+// Compact row-major strides for `shape` (0 where one does not fit 64 bits: see stride()).
 std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape);
 
 }  // namespace mate::tensor
