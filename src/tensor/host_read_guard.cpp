@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -151,6 +153,10 @@ bool host_range_readable(std::uintptr_t lo, std::uintptr_t hi, std::uintptr_t& f
     }
   };
   return read_host_guarded(lo, hi, touch, &range, FloatControls::current(), fault);
+}
+
+std::string host_memory_not_readable(std::uintptr_t fault, std::uintptr_t lo, std::uintptr_t hi) {
+  return fmt::format("host memory not readable at {:#x} (the tensor spans [{:#x}, {:#x}))", fault, lo, hi);
 }
 
 }  // namespace mate::tensor::detail

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "float_controls.hpp"
 
@@ -34,5 +35,9 @@ bool read_host_guarded(std::uintptr_t lo, std::uintptr_t hi, void (*read)(void*)
 // functions of its own, such as a dump's checksum; memory unmapped in between is not covered).
 // False with the first unreadable address in `fault`.
 bool host_range_readable(std::uintptr_t lo, std::uintptr_t hi, std::uintptr_t& fault) noexcept;
+
+// What a read of the tensor spanning [lo, hi) that faulted at `fault` says: "host memory not
+// readable at 0x... (the tensor spans [0x..., 0x...))" (statistics prefix it, copies return it).
+std::string host_memory_not_readable(std::uintptr_t fault, std::uintptr_t lo, std::uintptr_t hi);
 
 }  // namespace mate::tensor::detail

@@ -6,8 +6,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
 #include "mate/device/driver.hpp"
 #include "mate/device/vendors.hpp"
 
@@ -73,7 +71,7 @@ std::string copy_extent_out(const TensorView& t, ByteSink sink, void* context, c
     // not a crash of the program being dumped (see host_read_guard.hpp).
     std::uintptr_t fault = 0;
     if (!detail::host_range_readable(lo, lo + total, fault))
-      return fmt::format("host memory not readable at {:#x} (the tensor spans [{:#x}, {:#x}))", fault, lo, lo + total);
+      return detail::host_memory_not_readable(fault, lo, lo + total);
     for (std::size_t done = 0; done < total;) {
       const std::size_t n = std::min(chunk, total - done);
       if (!sink(context, reinterpret_cast<const void*>(lo + done), n)) return "write failed";

@@ -14,8 +14,6 @@
 #include <limits>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "mate/tensor/stats.hpp"
 
 #include "mate/device/vendors.hpp"
@@ -282,8 +280,7 @@ bool read_guarded(HostRead& read, std::uintptr_t lo, std::uintptr_t hi, const de
                   StatsResult& r) {
   std::uintptr_t fault = 0;
   if (detail::read_host_guarded(lo, hi, read_host, &read, controls, fault)) return true;
-  r.unavailable = fmt::format("stats unavailable: host memory not readable at {:#x} (the tensor spans [{:#x}, {:#x}))",
-                              fault, lo, hi);
+  r.unavailable = "stats unavailable: " + detail::host_memory_not_readable(fault, lo, hi);
   return false;
 }
 

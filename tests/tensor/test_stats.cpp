@@ -5,6 +5,7 @@
 #endif
 
 #include <bit>
+#include <cfenv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -563,6 +564,26 @@ TEST(Stats, BaselineAndDefaultKernelsGiveIdenticalResultsForEveryDtype) {
       }
     }
   }
+}
+
+// The statistics raise exception flags of their own (inexact sums and means, NaN operands): none
+// reaches the caller, whose own flags stay as they were, whatever the dtype and kernel build.
+TEST(Stats, TheCallersExceptionFlagsAreLeftAsTheyWere) {
+  std::vector<float> f32 = {0.1f, std::numeric_limits<float>::quiet_NaN(), 3e38f, 3e38f, 1e-40f, -0.3f, 7.0f};
+  std::vector<std::uint16_t> bf16 = {0x3dcd, 0x7fc0, 0x7f7f, 0x0001, 0xbe9a};
+  std::vector<std::int64_t> n32{static_cast<std::int64_t>(f32.size())}, n16{static_cast<std::int64_t>(bf16.size())};
+  with_each_kernel_build([&] {
+    for (int caller : {0, FE_OVERFLOW | FE_DIVBYZERO}) {
+      std::feclearexcept(FE_ALL_EXCEPT);
+      if (caller != 0) std::feraiseexcept(caller);
+      const StatsResult a = compute_stats(TensorView(dl_view(f32.data(), ScalarType::F32, n32)));
+      const StatsResult b = compute_stats(TensorView(dl_view(bf16.data(), ScalarType::BF16, n16)));
+      const int flags = std::fetestexcept(FE_ALL_EXCEPT);
+      std::feclearexcept(FE_ALL_EXCEPT);
+      ASSERT_TRUE(a.stats && b.stats);
+      EXPECT_EQ(flags, caller);
+    }
+  });
 }
 
 #if defined(__x86_64__)
