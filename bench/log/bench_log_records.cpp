@@ -16,17 +16,22 @@
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mate/config.hpp"
+#include "mate/core/utc_time.hpp"
 #include "mate/log/api.hpp"
 
 namespace {
@@ -192,6 +197,59 @@ void BM_RatioToWrite(benchmark::State& state) {
   state.counters["ratio"] = median(ratios);
 }
 BENCHMARK(BM_RatioToWrite)->Name("Ratio/level_to_write")->Arg(1)->Arg(3)->Arg(5)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Not a goal: how far any logger writing level 1's line could get here. Per call only what
+// cannot be avoided: one clock read, the header's text (the same time formatting, pid/tid text
+// made once, a sequence number), one write(2) of the same bytes; no call state, no trampoline,
+// no in-flight bookkeeping, no configuration. Its ratio to the write(2) baseline is the ceiling
+// of Ratio/level_to_write/1 on this machine.
+__attribute__((noinline)) void floor_line(int fd, std::uint64_t seq) {
+  static const std::string pid_tid = " pid " + std::to_string(::getpid()) + " tid " + std::to_string(::gettid()) + " #";
+  static constexpr std::string_view kName = "] bench.scaled_sum\n";
+  char line[160];
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  char* p = line;
+  *p++ = '[';
+  p += mate::core::write_utc_iso8601_micros(now, p);
+  std::memcpy(p, pid_tid.data(), pid_tid.size());
+  p += pid_tid.size();
+  p = std::to_chars(p, line + sizeof line, seq).ptr;
+  std::memcpy(p, kName.data(), kName.size());
+  p += kName.size();
+  benchmark::DoNotOptimize(::write(fd, line, static_cast<std::size_t>(p - line)));
+}
+
+void BM_FloorToWrite(benchmark::State& state) {
+  const std::size_t bytes = bytes_per_call(1);
+  const std::string record(bytes, 'x');
+  const std::string raw_path = log_path("floor_raw"), path = log_path("floor");
+  const int raw = ::open(raw_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (raw < 0 || fd < 0) {
+    state.SkipWithError("cannot open the files");
+    return;
+  }
+  std::vector<double> ratios;
+  std::uint64_t seq = 0;
+  for (auto _ : state) {
+    for (int block = 0; block < kBlocks; ++block) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kBlockCalls; ++i) floor_line(fd, ++seq);
+      const double logged = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kBlockCalls; ++i) benchmark::DoNotOptimize(::write(raw, record.data(), record.size()));
+      ratios.push_back(seconds_since(t0) / logged);
+    }
+  }
+  state.counters["bytes_per_call"] = static_cast<double>(fs::file_size(path)) / static_cast<double>(seq);
+  ::close(raw);
+  ::close(fd);
+  fs::remove(raw_path);
+  fs::remove(path);
+  state.counters["ratio"] = median(ratios);
+}
+BENCHMARK(BM_FloorToWrite)->Name("Ratio/floor_to_write/1")->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // Level 5's time per call over level 3's, on the same file (goal <= 1.1); `to_null`: to
 // /dev/null (no goal: MATE's own part of the difference, the statistics and their text).

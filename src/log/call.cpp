@@ -17,8 +17,9 @@
 
 namespace mate::log::detail {
 
-// Allocated per logged call: kept within glibc's per-thread cache of small blocks (1032 bytes),
-// several times faster to allocate than a larger block (the inline buffers are sized for that).
+// Allocated per logged call (except ApiCall's at levels 1 and 2: see line_only_state): kept
+// within glibc's per-thread cache of small blocks (1032 bytes), several times faster to
+// allocate than a larger block (the inline buffers are sized for that).
 struct CallState {
   CallState(const char* call, std::uint64_t number, std::shared_ptr<const Settings> snapshot) noexcept
       : name(call), seq(number), settings(std::move(snapshot)), uncaught(std::uncaught_exceptions()) {}
@@ -76,11 +77,13 @@ long current_tid() noexcept {
   return t_tid;
 }
 
-Header header_for(const CallState& s) {
-  Header h{s.name, s.seq, current_pid(), current_tid(), {}};
+Header header_for(const char* name, std::uint64_t seq) {
+  Header h{name, seq, current_pid(), current_tid(), {}};
   ::clock_gettime(CLOCK_REALTIME, &h.time);
   return h;
 }
+
+Header header_for(const CallState& s) { return header_for(s.name, s.seq); }
 
 std::string demangle(const std::type_info& type) {
   int status = 0;
@@ -192,11 +195,48 @@ class CaptureScope {
   std::optional<tensor::DeviceReadsSkipped> skipped_[device::kKindCount];
 };
 
-}  // namespace
+// The state of every call that ApiCall logs at level 1 or 2, one per level, shared: its line is
+// written and it is pushed in flight when the call object is made, and all its end does is pop
+// it (no allocation, no state of the call's own). Never written after it is made; never freed
+// (a thread may still be in a call while the process exits).
+CallState* new_line_only_state(int level) {
+  Settings settings;  // only the level is read: no sink, no hooks
+  settings.level = level;
+  auto* s = new CallState("", 0, std::make_shared<const Settings>(std::move(settings)));
+  s->started = true;
+  return s;
+}
 
-CallState* prepare_call(const char* name, Collector collect, void* context) {
+CallState* line_only_state(int level) {
+  static CallState* const states[2] = {new_line_only_state(1), new_line_only_state(2)};
+  return states[level - 1];
+}
+
+bool is_line_only(const CallState* s) noexcept { return s->seq == 0; }  // real calls count from 1
+
+// A call's only record at levels 1 and 2 (its line), written at once, then the call in flight.
+CallState* write_line(const char* name, const Settings& settings) {
+  CallState* const state = line_only_state(settings.level);  // (made on first use: may throw, unlogged)
+  const std::uint64_t seq = g_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  try {
+    if (settings.sink) {
+      InlineRecordBuffer<256> out;
+      render(settings.format, header_for(name, seq), Event::Call, settings.level, {}, nullptr, out);
+      settings.sink->write(out.view());
+    }
+  } catch (...) {
+    // Logging never breaks the call.
+  }
+  push_in_flight(name, seq);
+  return state;
+}
+
+// `shared_line_state`: at levels 1 and 2 the call may get the shared state of write_line (its
+// caller then sets nothing in it).
+CallState* prepare(const char* name, Collector collect, void* context, bool shared_line_state) {
   std::shared_ptr<const Settings> settings = current_settings();  // also latches g_level on the first call
   if (settings->level <= 0) return nullptr;
+  if (settings->level < 3 && shared_line_state) return write_line(name, *settings);
   auto* s = new CallState(name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings));
   try {
     // Copied (or on the fast path rendered) now: ApiCall's values live only as long as its
@@ -233,12 +273,18 @@ CallState* prepare_call(const char* name, Collector collect, void* context) {
   return s;
 }
 
+}  // namespace
+
+CallState* prepare_call(const char* name, Collector collect, void* context) {
+  return prepare(name, collect, context, true);
+}
+
 int call_level(const CallState* state) noexcept { return state->settings->level; }
 
 bool call_started(const CallState* state) noexcept { return state->started; }
 
 CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python, void* stream) {
-  CallState* s = prepare_call(name, collect, context);
+  CallState* s = prepare(name, collect, context, false);
   if (s == nullptr) return nullptr;
   if (python != nullptr) s->python = *python;
   s->stream = stream;
@@ -285,7 +331,8 @@ TextRecord* return_record(CallState* state) noexcept {
 void drop_return_text(CallState* state) noexcept { state->return_text.clear(); }
 
 void record_exception(CallState* state, const std::type_info* type, const char* message) {
-  if (state == nullptr) return;  // ended already: the return value's copy threw, after the record
+  // Ended already (the return value's copy threw, after the record), or a line-only call.
+  if (state == nullptr || is_line_only(state)) return;
   state->outcome.threw = true;
   try {
     state->outcome.exception_type = type ? demangle(*type) : "";
@@ -295,12 +342,17 @@ void record_exception(CallState* state, const std::type_info* type, const char* 
 }
 
 void record_exception_named(CallState* state, std::string type, std::string message) {
+  if (is_line_only(state)) return;
   state->outcome.threw = true;
   state->outcome.exception_type = std::move(type);
   state->outcome.exception_message = std::move(message);
 }
 
 void end_call(CallState* s) noexcept {
+  if (is_line_only(s)) {
+    pop_in_flight();
+    return;
+  }
   if (!s->started) start_call(s);  // a call object never run: its inputs still come first
   pop_in_flight();
   if (s->settings->level >= 3) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "mate/config.hpp"
@@ -50,6 +51,10 @@ int counted(int v) {
 
 int add(int a, int b) {
   return MATE_API("add", a, MATE_NAMED("b_evaluated", counted(b))).run([&] { return a + b; });
+}
+
+int plus_one(int v) {
+  return MATE_API("plus_one", v).run([&] { return v + 1; });
 }
 
 // A 1-D f32 tensor of `values`.
@@ -338,6 +343,37 @@ TEST_F(LogTest, CrashContextNamesTheCallsInFlight) {
   EXPECT_NE(ctx.find("mate API call in flight on this thread: inner #"), std::string::npos) << ctx;
   EXPECT_NE(ctx.find(" (inside Outer.run #"), std::string::npos) << ctx;
   EXPECT_EQ(std::count(ctx.begin(), ctx.end(), '\n'), 1) << ctx;
+}
+
+// Level 1 (one line per call, no state of the call's own): a call whose body throws, nested
+// calls and calls on several threads each leave their line, and nothing stays in flight.
+TEST_F(LogTest, LevelOneCallsThatThrowOrRunOnThreadsLeaveTheirLinesAndNothingInFlight) {
+  configure(1);
+  EXPECT_THROW(MATE_API("thrower").run([]() -> int { throw std::runtime_error("no"); }), std::runtime_error);
+  constexpr int kThreads = 4, kCalls = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([] {
+      for (int i = 0; i < kCalls; ++i) MATE_API("outer").run([&] { return plus_one(i); });
+    });
+  for (std::thread& t : threads) t.join();
+  const std::string path = path_ + ".ctx";
+  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  mate::core::write_crash_context(fd);
+  ::close(fd);
+  EXPECT_EQ(read_file(path), "") << "calls left in flight";
+  std::filesystem::remove(path);
+  const std::string text = log();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 2 * kThreads * kCalls) << text.substr(0, 500);
+  EXPECT_NE(text.find("] thrower\n"), std::string::npos);
+  std::size_t outer = 0, inner = 0;
+  for (std::size_t at = text.find("] "); at != std::string::npos; at = text.find("] ", at + 1)) {
+    outer += text.compare(at, 8, "] outer\n") == 0;
+    inner += text.compare(at, 11, "] plus_one\n") == 0;
+  }
+  EXPECT_EQ(outer, static_cast<std::size_t>(kThreads * kCalls));
+  EXPECT_EQ(inner, static_cast<std::size_t>(kThreads * kCalls));
 }
 
 TEST_F(LogTest, InvalidConfigurationDisablesLoggingWithOneMessage) {

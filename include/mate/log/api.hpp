@@ -139,7 +139,7 @@ CallState* begin_call(const char* name, Collector collect, void* context, const 
                       void* stream = nullptr);
 // The same in two steps, for ApiCall: prepare_call collects the inputs (the values live only as
 // long as ApiCall::open), set_stream may name the stream, start_call writes them, once.
-// At levels 1 and 2 prepare_call also writes the call's line (nothing else is recorded there).
+// At levels 1 and 2 prepare_call also writes the call's line, and returns a state shared by such calls (only ended).
 CallState* prepare_call(const char* name, Collector collect, void* context);
 // The level the call is logged at (its settings were copied when it was prepared).
 int call_level(const CallState* state) noexcept;
