@@ -234,9 +234,15 @@ CallState* write_line(const char* name, const Settings& settings) {
 // `shared_line_state`: at levels 1 and 2 the call may get the shared state of write_line (its
 // caller then sets nothing in it).
 CallState* prepare(const char* name, Collector collect, void* context, bool shared_line_state) {
+  if (shared_line_state) {
+    // The thread's settings borrowed, not counted: nothing below asks for them again.
+    if (const Settings* settings = current_settings_of_this_thread()) {
+      if (settings->level <= 0) return nullptr;
+      if (settings->level < 3) return write_line(name, *settings);
+    }
+  }
   std::shared_ptr<const Settings> settings = current_settings();  // also latches g_level on the first call
   if (settings->level <= 0) return nullptr;
-  if (settings->level < 3 && shared_line_state) return write_line(name, *settings);
   auto* s = new CallState(name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings));
   try {
     // Copied (or on the fast path rendered) now: ApiCall's values live only as long as its

@@ -28,6 +28,10 @@ struct Settings {
 // it started with). Reads the registry on first use (g_level becomes >= 0). No lock per call:
 // each thread keeps the snapshot until the next change.
 std::shared_ptr<const Settings> current_settings();
+// The same snapshot without a reference of its own (no atomic count per call): valid until this
+// thread asks again, since only the thread itself replaces its copy. nullptr once the thread's
+// copy is gone (a call from another thread_local's destructor): use current_settings() then.
+const Settings* current_settings_of_this_thread();
 
 enum class Event { Call, Inputs, Outputs, Exception };
 

@@ -98,6 +98,14 @@ std::shared_ptr<const Settings> current_settings() {
   return settings;
 }
 
+const Settings* current_settings_of_this_thread() {
+  Shared& s = shared();
+  const std::uint64_t generation = s.generation.load(std::memory_order_acquire);
+  if (!t_snapshot_dead && generation != 0 && t_snapshot.generation == generation) return t_snapshot.snapshot.get();
+  (void)current_settings();  // brings this thread's copy up to date (and reads the registry on first use)
+  return t_snapshot_dead ? nullptr : t_snapshot.snapshot.get();
+}
+
 }  // namespace detail
 
 int level() {
