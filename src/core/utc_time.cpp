@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "mate/core/initial_exec_tls.hpp"
+
 namespace mate::core {
 
 namespace {
@@ -35,8 +37,8 @@ std::string utc_now_iso8601() { return utc_iso8601(std::time(nullptr)); }
 // Log records ask many times a second: the date and time to the second are formatted once per
 // second per thread, the microseconds written by hand.
 std::size_t write_utc_iso8601_micros(const timespec& when, char* out) noexcept {
-  thread_local std::time_t cached_second = -1;
-  thread_local char cached[20];  // "YYYY-MM-DDTHH:MM:SS"
+  MATE_INITIAL_EXEC thread_local std::time_t cached_second = -1;
+  MATE_INITIAL_EXEC thread_local char cached[20];  // "YYYY-MM-DDTHH:MM:SS"
   if (when.tv_sec != cached_second) {
     std::tm t{};
     gmtime_r(&when.tv_sec, &t);

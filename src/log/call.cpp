@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "log_internal.hpp"
+#include "mate/core/initial_exec_tls.hpp"
 #include "mate/core/recent_device_ranges.hpp"
 #include "mate/device/vendors.hpp"
 #include "mate/tensor/memory.hpp"
@@ -53,7 +54,7 @@ std::atomic<std::uint64_t> g_seq{0};
 // call per record. A forked child forgets both in the atfork handler, which runs in its only
 // thread, the one that called fork() (whose cached tid was the parent's).
 std::atomic<long> g_pid{0};
-thread_local long t_tid = 0;
+MATE_INITIAL_EXEC thread_local long t_tid = 0;
 
 long current_pid() noexcept {
   static const bool watching = [] {

@@ -7,6 +7,7 @@
 
 #include "log_internal.hpp"
 #include "mate/core/crash_context.hpp"
+#include "mate/core/initial_exec_tls.hpp"
 #include "mate/core/signal_safe_format.hpp"
 
 namespace mate::log::detail {
@@ -22,7 +23,7 @@ struct InFlight {
   int depth = 0;
 };
 
-thread_local InFlight in_flight;
+MATE_INITIAL_EXEC thread_local InFlight in_flight;
 
 std::size_t put(char* buf, std::size_t cap, std::size_t at, const char* text) noexcept {
   std::size_t n = std::strlen(text);

@@ -9,6 +9,7 @@
 
 #include "log_internal.hpp"
 #include "mate/config.hpp"
+#include "mate/core/initial_exec_tls.hpp"
 #include "mate/core/quiet_write.hpp"
 
 namespace mate::log {
@@ -74,9 +75,9 @@ struct ThreadSnapshot {
   std::shared_ptr<const Settings> snapshot;
   ~ThreadSnapshot();
 };
-thread_local bool t_snapshot_dead = false;
+MATE_INITIAL_EXEC thread_local bool t_snapshot_dead = false;
 ThreadSnapshot::~ThreadSnapshot() { t_snapshot_dead = true; }
-thread_local ThreadSnapshot t_snapshot;
+MATE_INITIAL_EXEC thread_local ThreadSnapshot t_snapshot;
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 
 #include "log_internal.hpp"
 #include "number_text.hpp"
+#include "mate/core/initial_exec_tls.hpp"
 #include "mate/core/utc_time.hpp"
 #include "mate/tensor/stats.hpp"
 
@@ -321,7 +322,7 @@ struct ProcessAndThread {
   std::size_t size = 0;
   char text[64];  // 5 + 20 + 5 + 20 + 2 characters at most
 };
-thread_local ProcessAndThread t_process_and_thread;
+MATE_INITIAL_EXEC thread_local ProcessAndThread t_process_and_thread;
 
 void append_process_and_thread(RecordBuffer& out, long pid, long tid) {
   ProcessAndThread& cached = t_process_and_thread;
