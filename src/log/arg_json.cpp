@@ -46,7 +46,7 @@ void tensor_fields(const Arg& a, ordered_json& j) {
     j["data"] = hex(reinterpret_cast<std::uintptr_t>(v.dl().data));
     return;
   }
-  j["contiguous"] = v.is_contiguous();
+  j["contiguous"] = v.is_contiguous(layout);
   j["va"] = {hex(va.lo), hex(va.hi)};
   j["bytes"] = va.size();
 }
@@ -165,7 +165,12 @@ std::optional<tensor::TensorMeta> tensor_meta(const json& j) {
   if (recorded_invalid) {
     if (auto data = j.find("data"); data != j.end())
       if (const auto a = address(*data)) t.data = reinterpret_cast<void*>(*a);
-  } else if (auto va = j.find("va"); va != j.end() && va->is_array() && va->size() == 2) {
+    // Only a layout that describes no memory may say so: one that does is read like any other.
+    tensor::TensorMeta meta(t);
+    if (meta.view().layout().error == nullptr) bad("layout_error on a layout that describes memory");
+    return meta;
+  }
+  if (auto va = j.find("va"); va != j.end() && va->is_array() && va->size() == 2) {
     const auto lo = address((*va)[0]), hi = address((*va)[1]);
     const tensor::ByteExtent e = tensor::TensorView(t).extent();
     if (lo && hi && *lo <= *hi && static_cast<std::uintptr_t>(e.size()) == *hi - *lo)

@@ -226,6 +226,7 @@ void TextWriter::tensor(const DLTensor& t) {
   RecordBuffer& out = *record.out;
   // As TensorMeta (the general path's copy) refuses it: the argument is then left out the same way.
   if (t.ndim < 0) throw std::invalid_argument("DLTensor ndim is negative");
+  if (t.ndim > 0 && t.shape == nullptr) throw std::invalid_argument("DLTensor shape is a null pointer");
   const tensor::TensorView v(t);
   const tensor::Memory memory = v.memory();
   const bool device_memory = memory != tensor::Memory::Host && memory != tensor::Memory::Other;
@@ -275,7 +276,7 @@ void TextWriter::tensor(const DLTensor& t) {
     put(out, ", nothing read\n");
     return;
   }
-  put(out, v.is_contiguous() ? " contiguous va [" : " non-contiguous va [");
+  put(out, v.is_contiguous(layout) ? " contiguous va [" : " non-contiguous va [");
   append_address(out, va.lo);
   put(out, ", ");
   append_address(out, va.hi);

@@ -37,8 +37,9 @@ const DLTensor& Checker::tensor(const char* arg, const DLTensor* t, int ndim) {
   if (t->dtype.lanes != 1)
     fail(arg, fmt::format("has {} lanes per element (accepted: 1)", static_cast<int>(t->dtype.lanes)));
   tensor::TensorView v(*t);
-  if (const char* why = v.layout().error) fail(arg, fmt::format("has an invalid layout (shape {}): {}", shape_text(*t), why));
-  if (!v.is_contiguous()) {
+  const tensor::Layout layout = v.layout();
+  if (layout.error != nullptr) fail(arg, fmt::format("has an invalid layout (shape {}): {}", shape_text(*t), layout.error));
+  if (!v.is_contiguous(layout)) {
     auto strides = v.strides();
     std::string s;
     for (auto x : strides) s += (s.empty() ? "" : ", ") + std::to_string(x);
@@ -46,8 +47,8 @@ const DLTensor& Checker::tensor(const char* arg, const DLTensor* t, int ndim) {
                           "strides, or NULL strides)",
                           shape_text(*t), s));
   }
-  if (v.numel() > 0) {
-    if (t->data == nullptr) fail(arg, fmt::format("has a null data pointer and {} elements", v.numel()));
+  if (layout.numel > 0) {
+    if (t->data == nullptr) fail(arg, fmt::format("has a null data pointer and {} elements", layout.numel));
     std::size_t size = v.element_size();
     if (size > 1 && v.origin() % size != 0)
       fail(arg, fmt::format("data + byte_offset = {:#x} is not aligned to its element size of {} bytes", v.origin(),

@@ -70,8 +70,8 @@ struct FloatControls {
 // change the sums' last bits. Both are set to the default for the computation and restored
 // after; when they are the default (the common case) this costs reading the control registers.
 // The exception flags the computation raises (inexact sums, NaN operands) do not reach the
-// caller either: its flags are put back as they were (a program that tests fetestexcept after a
-// logged call sees its own).
+// caller either: its flags are put back as they were. (The rest of a logged call's own work is
+// covered on x86-64 by MATE_API's trampoline, which puts MXCSR back after each logging step.)
 class ExactFloatMode {
  public:
   ExactFloatMode() noexcept : caller_(FloatControls::current()) {

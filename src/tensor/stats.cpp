@@ -297,7 +297,7 @@ StatsResult host_stats(const TensorView& t, const detail::FloatControls& control
   if (numel > 0) {
     const std::int64_t es = static_cast<std::int64_t>(t.element_size());
     HostRead read{type, reinterpret_cast<const unsigned char*>(t.origin()), numel, es, nullptr, &acc};
-    if (t.is_contiguous()) {
+    if (t.is_contiguous(layout)) {
       const std::uintptr_t lo = t.origin();
       if (!read_guarded(read, lo, lo + static_cast<std::uintptr_t>(numel * es), controls, r)) return r;
     } else {

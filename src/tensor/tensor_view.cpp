@@ -43,6 +43,7 @@ Layout invalid(const char* why) noexcept { return Layout{why, 0, {}}; }
 Layout TensorView::layout() const noexcept {
   const int n = t_->ndim;
   if (n < 0) return invalid("negative number of dimensions");
+  if (n > 0 && t_->shape == nullptr) return invalid("null shape pointer");
   bool empty = false;
   for (int i = 0; i < n; ++i) {
     if (t_->shape[i] < 0) return invalid("negative dimension in shape");
@@ -78,10 +79,8 @@ Layout TensorView::layout() const noexcept {
   return {nullptr, count, e};
 }
 
-bool TensorView::is_contiguous() const noexcept {
-  if (t_->strides == nullptr) return true;
-  const Layout l = layout();
-  if (l.error != nullptr || l.numel == 0) return true;
+bool TensorView::is_contiguous(const Layout& l) const noexcept {
+  if (t_->strides == nullptr || l.error != nullptr || l.numel == 0) return true;
   std::int64_t expected = 1;  // no overflow: a product of dimensions within numel
   for (int i = t_->ndim - 1; i >= 0; --i) {
     if (t_->shape[i] != 1 && t_->strides[i] != expected) return false;
@@ -92,6 +91,7 @@ bool TensorView::is_contiguous() const noexcept {
 
 TensorMeta::TensorMeta(const DLTensor& t) : t_(t) {
   if (t.ndim < 0) throw std::invalid_argument("DLTensor ndim is " + std::to_string(t.ndim) + " (accepted: 0 or more)");
+  if (t.ndim > 0 && t.shape == nullptr) throw std::invalid_argument("DLTensor shape is a null pointer with ndim " + std::to_string(t.ndim));
   const auto n = static_cast<std::size_t>(t.ndim);
   if (t.ndim > kInlineDims) heap_.resize(2 * n);
   std::int64_t* dims = this->dims();

@@ -173,6 +173,21 @@ TEST_F(ArgumentSchema, AnInvalidLayoutIsDescribedNotSavedAndReadsBack) {
   strip_writer_fields(again);
   strip_writer_fields(logged);
   EXPECT_EQ(again[0], logged[0]);
+
+  // Only a layout that describes no memory may say so: a record whose layout does is damage.
+  json lying = dumped[0];
+  lying["shape"] = json::array({2, 3});
+  lying["strides"] = json::array({3, 1});
+  EXPECT_THROW(mate::log::arg_from_json(lying), mate::log::ArgSchemaError);
+  // A layout invalid through its address alone (its range would wrap around) reads back as such.
+  json wrapping = dumped[0];
+  wrapping["shape"] = json::array({4});
+  wrapping["strides"] = json::array({1});
+  wrapping["data"] = "0xfffffffffffffff8";
+  wrapping["layout_error"] = "data pointer, byte_offset and extent wrap around the address space";
+  const mate::log::Arg wrapped = mate::log::arg_from_json(wrapping);
+  ASSERT_TRUE(wrapped.tensor.has_value());
+  EXPECT_STREQ(wrapped.tensor->view().layout().error, "data pointer, byte_offset and extent wrap around the address space");
 }
 
 }  // namespace

@@ -72,7 +72,8 @@ TEST(HostReadGuard, StatisticsOfMemoryThatCannotBeReadNameTheAddress) {
 }
 
 // Wild pointers: garbage in the high bits (a general protection fault, no address given), and
-// a range that wraps around the top of the address space.
+// the last page of the address space. (A range that would wrap around past it is an invalid
+// layout, read by nothing: TensorView.AnAddressRangeThatWrapsIsInvalid.)
 TEST(HostReadGuard, WildPointersAreNotReadableNotACrash) {
   MATE_GUARD_INCOMPATIBLE("MATE's own fault handler (under the guard, the guard owns SIGSEGV and SIGBUS)");
   std::vector<std::int64_t> shape{256};

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,17 @@ TEST(TensorView, AnAddressRangeThatWrapsIsInvalid) {
   DLTensor unplaced = dl_view(nullptr, ScalarType::F32, shape, &back);
   EXPECT_EQ(TensorView(unplaced).layout().error, nullptr);
   EXPECT_EQ(TensorView(unplaced).extent().begin, -12);
+}
+
+TEST(TensorView, ANullShapePointerIsAnInvalidLayoutAndNotCopied) {
+  DLTensor t{};
+  t.ndim = 2;
+  t.dtype = dl_dtype(ScalarType::F32);
+  EXPECT_STREQ(TensorView(t).layout().error, "null shape pointer");
+  EXPECT_EQ(TensorView(t).numel(), 0);
+  EXPECT_THROW(TensorMeta{t}, std::invalid_argument);
+  t.ndim = -1;
+  EXPECT_STREQ(TensorView(t).layout().error, "negative number of dimensions");
 }
 
 // Huge dimensions next to a zero are an empty tensor, not an overflow (in any order).

@@ -9,8 +9,9 @@
 // anything DLPack allows: non-contiguous, zero (broadcast) or negative; the extent accounts for
 // all of them. A tensor with zero elements touches no bytes: lo == hi == data + byte_offset.
 //
-// Nothing in a DLTensor is trusted: a shape with a negative dimension, an element count or a
-// byte extent beyond 64 bits, or an address range that wraps around is an invalid layout
+// A DLTensor's layout is not trusted: a negative ndim, a null shape pointer, a negative dimension,
+// an element count or a byte extent beyond 64 bits, or an address range that wraps around (for a
+// non-null data pointer) is an invalid layout
 // (layout().error says which). Such a tensor touches no bytes as far as numel(), extent() and
 // va_range() answer (0, empty), so nothing reads memory through it; what describes a tensor (the
 // log, dumps, statistics, argument checks) says why instead.
@@ -78,7 +79,9 @@ class TensorView {
   std::int64_t numel() const noexcept { return layout().numel; }
   // Row-major compact: the strides equal the compact ones (dimensions of size 1 excepted).
   // True for a tensor without elements, and for an invalid layout (it touches no bytes).
-  bool is_contiguous() const noexcept;
+  bool is_contiguous() const noexcept { return is_contiguous(layout()); }
+  // The same, given this tensor's layout().
+  bool is_contiguous(const Layout& layout) const noexcept;
   ByteExtent extent() const noexcept { return layout().extent; }
   VaRange va_range() const noexcept { return va_range(layout().extent); }
   // origin() + `e` (an extent of this tensor's, from layout()).
