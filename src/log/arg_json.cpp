@@ -33,12 +33,18 @@ ordered_json float_json(const Arg& a) {
 }
 
 void tensor_fields(const Arg& a, ordered_json& j) {
+  if (!a.tensor) return;  // read back without its layout (see tensor_meta)
   const tensor::TensorView v = a.tensor->view();
   const tensor::Layout layout = v.layout();
   const tensor::VaRange va = v.va_range(layout.extent);
   j["dtype"] = tensor::dtype_name(v.dtype());
-  j["shape"] = v.shape();
-  j["strides"] = v.strides();
+  if (v.has_dims()) {
+    j["shape"] = v.shape();
+    j["strides"] = v.strides();
+  } else {
+    j["shape"] = nullptr;  // none to read (a negative ndim, a null shape pointer)
+    j["ndim"] = v.ndim();
+  }
   j["byte_offset"] = v.byte_offset();
   j["device"] = tensor::device_name(v.device());
   if (layout.error != nullptr) {  // no range: nothing was read through it
@@ -136,7 +142,7 @@ void check_layout(const std::vector<std::int64_t>& shape, const std::vector<std:
 // recorded as invalid (arg_to_json's "layout_error", with "data" instead of "va") is kept as it
 // was: its TensorView describes no memory.
 std::optional<tensor::TensorMeta> tensor_meta(const json& j) {
-  if (!j.contains("dtype") || !j.contains("shape")) return std::nullopt;
+  if (!j.contains("dtype") || !j.contains("shape") || j["shape"].is_null()) return std::nullopt;
   const bool recorded_invalid = j.contains("layout_error");
   const std::string dtype = string_field(j, "dtype");
   const std::optional<DLDataType> type = tensor::dtype_named(dtype);
@@ -262,6 +268,8 @@ Arg arg_from_json(const json& j, int max_depth) {
       a.tensor = tensor_meta(j);
       if (a.error.empty() && a.tensor && a.tensor->view().layout().error != nullptr)
         a.error = std::string("invalid layout: ") + a.tensor->view().layout().error;
+      else if (a.error.empty() && !a.tensor && j.contains("layout_error"))
+        a.error = "invalid layout: " + optional_string(j, "layout_error");
       break;
   }
   return a;

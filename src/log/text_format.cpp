@@ -10,7 +10,6 @@
 
 #include <charconv>
 #include <cstring>
-#include <stdexcept>
 
 #include "log_internal.hpp"
 #include "number_text.hpp"
@@ -224,9 +223,6 @@ TextWriter TextWriter::item(std::size_t i) {
 void TextWriter::tensor(const DLTensor& t) {
   TextRecord& record = *record_;
   RecordBuffer& out = *record.out;
-  // As TensorMeta (the general path's copy) refuses it: the argument is then left out the same way.
-  if (t.ndim < 0) throw std::invalid_argument("DLTensor ndim is negative");
-  if (t.ndim > 0 && t.shape == nullptr) throw std::invalid_argument("DLTensor shape is a null pointer");
   const tensor::TensorView v(t);
   const tensor::Memory memory = v.memory();
   const bool device_memory = memory != tensor::Memory::Host && memory != tensor::Memory::Other;
@@ -253,11 +249,16 @@ void TextWriter::tensor(const DLTensor& t) {
   } else {
     put(out, tensor::dtype_name(v.dtype()));
   }
-  put(out, " [");
-  append_dims(out, v.ndim(), [&](int i) { return v.shape(i); });
-  put(out, "] strides [");
-  append_dims(out, v.ndim(), [&](int i) { return v.stride(i); });
-  put(out, ']');
+  if (v.has_dims()) {
+    put(out, " [");
+    append_dims(out, v.ndim(), [&](int i) { return v.shape(i); });
+    put(out, "] strides [");
+    append_dims(out, v.ndim(), [&](int i) { return v.stride(i); });
+    put(out, ']');
+  } else {
+    put(out, " ndim ");
+    append_int(out, v.ndim());
+  }
   if (v.byte_offset() != 0) {
     put(out, " byte_offset ");
     append_int(out, v.byte_offset());

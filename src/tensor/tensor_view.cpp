@@ -2,8 +2,6 @@
 #include "mate/tensor/tensor_view.hpp"
 
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 namespace mate::tensor {
 
@@ -20,6 +18,7 @@ std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& sh
 
 std::int64_t TensorView::stride(int i) const noexcept {
   if (t_->strides != nullptr) return t_->strides[i];
+  if (t_->shape == nullptr) return 0;
   std::int64_t step = 1;
   for (int d = t_->ndim - 1; d > i; --d)
     if (__builtin_mul_overflow(step, t_->shape[d], &step)) return 0;
@@ -27,10 +26,12 @@ std::int64_t TensorView::stride(int i) const noexcept {
 }
 
 std::vector<std::int64_t> TensorView::shape() const {
+  if (!has_dims()) return {};
   return std::vector<std::int64_t>(t_->shape, t_->shape + t_->ndim);
 }
 
 std::vector<std::int64_t> TensorView::strides() const {
+  if (!has_dims()) return {};
   std::vector<std::int64_t> s(static_cast<std::size_t>(t_->ndim));
   for (int i = 0; i < t_->ndim; ++i) s[static_cast<std::size_t>(i)] = stride(i);
   return s;
@@ -90,8 +91,11 @@ bool TensorView::is_contiguous(const Layout& l) const noexcept {
 }
 
 TensorMeta::TensorMeta(const DLTensor& t) : t_(t) {
-  if (t.ndim < 0) throw std::invalid_argument("DLTensor ndim is " + std::to_string(t.ndim) + " (accepted: 0 or more)");
-  if (t.ndim > 0 && t.shape == nullptr) throw std::invalid_argument("DLTensor shape is a null pointer with ndim " + std::to_string(t.ndim));
+  if (!TensorView(t).has_dims()) {  // kept as given, without dimensions: its layout() says why
+    t_.shape = nullptr;
+    t_.strides = nullptr;
+    return;
+  }
   const auto n = static_cast<std::size_t>(t.ndim);
   if (t.ndim > kInlineDims) heap_.resize(2 * n);
   std::int64_t* dims = this->dims();
@@ -113,6 +117,11 @@ TensorMeta& TensorMeta::operator=(const TensorMeta& other) {
 }
 
 void TensorMeta::repoint() noexcept {
+  if (t_.ndim <= 0 || t_.shape == nullptr) {  // no dimensions (a scalar), or none to keep
+    t_.shape = nullptr;
+    t_.strides = nullptr;
+    return;
+  }
   const auto n = static_cast<std::size_t>(t_.ndim);
   t_.shape = n == 0 ? nullptr : dims();
   t_.strides = n == 0 ? nullptr : dims() + n;

@@ -188,6 +188,16 @@ TEST_F(ArgumentSchema, AnInvalidLayoutIsDescribedNotSavedAndReadsBack) {
   const mate::log::Arg wrapped = mate::log::arg_from_json(wrapping);
   ASSERT_TRUE(wrapped.tensor.has_value());
   EXPECT_STREQ(wrapped.tensor->view().layout().error, "data pointer, byte_offset and extent wrap around the address space");
+  // No dimensions recorded (a null shape pointer): read back without a layout, saying why.
+  json no_shape = logged[0];
+  no_shape["shape"] = nullptr;
+  no_shape.erase("strides");
+  no_shape["ndim"] = 2;
+  no_shape["layout_error"] = "null shape pointer";
+  const mate::log::Arg shapeless = mate::log::arg_from_json(no_shape);
+  EXPECT_FALSE(shapeless.tensor.has_value());
+  EXPECT_EQ(shapeless.error, "invalid layout: null shape pointer");
+  EXPECT_NO_THROW((void)mate::log::arg_to_json(shapeless));
 }
 
 }  // namespace

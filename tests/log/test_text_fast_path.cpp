@@ -77,6 +77,9 @@ float every_kind(const F32Tensor& t, const F32Tensor& strided) {
   std::vector<std::int64_t> negative{2, -3};
   DLTensor bad_dl = dl_view(ints, ScalarType::I32, negative);  // an invalid layout: nothing is read
   const DLTensor* bad = &bad_dl;
+  DLTensor no_shape_dl = dl_view(ints, ScalarType::I32, negative);
+  no_shape_dl.shape = nullptr;  // no dimensions to read: described, and the arguments after it too
+  const DLTensor* no_shape = &no_shape_dl;
   std::vector<const DLTensor*> list{&t.dl, nullptr, &strided.dl};
   std::vector<std::vector<int>> nested{{1, 2}, {}};
   std::array<double, 2> doubles{0.1, -1e300};
@@ -102,7 +105,7 @@ float every_kind(const F32Tensor& t, const F32Tensor& strided) {
   Wrapped wrapped{&t};
   std::span<const float> floats(t.data.data(), 2);
   mate::tensor::TensorView view(strided.dl);
-  return MATE_API("every_kind", t.dl, &i32, f32x4, bad, list, nested, doubles, managed_ptr, null_tensor, null_text, text, owned,
+  return MATE_API("every_kind", t.dl, &i32, f32x4, bad, no_shape, list, nested, doubles, managed_ptr, null_tensor, null_text, text, owned,
                   none, some, std::nullopt, i8, u8, i16, u16, i64, u64, u32, tiny, big, yes, Mode::Exact, Plain::A,
                   wrapped, floats, view, MATE_NAMED("name \"escaped\"\n", 3))
       .outputs(MATE_ARGS(list, owned, MATE_NAMED("sum", 6)))
@@ -134,7 +137,8 @@ TEST_P(TextFastPath, WritesWhatTheGeneralPathWrites) {
         "  some: f32 2.5", "  i8: i8 -128", "  u64: u64 18446744073709551615", "  i64: i64 -9223372036854775808",
         "  Mode::Exact: enum Exact (1)", "  Plain::A: enum -7", "  name \"escaped\"\\n: i32 3", "  return: f32 0.25",
         "  sum: i32 6", "  f32x4: tensor dlpack(code=2,bits=32,lanes=4) [2, 3]",
-        "  bad: tensor i32 [2, -3] strides [-3, 1] cpu invalid layout (negative dimension in shape): data 0x"}) {
+        "  bad: tensor i32 [2, -3] strides [-3, 1] cpu invalid layout (negative dimension in shape): data 0x",
+        "  no_shape: tensor i32 ndim 2 cpu invalid layout (null shape pointer): data 0x"}) {
     EXPECT_NE(fast.find(expected), std::string::npos) << expected << "\n" << fast;
   }
   if (GetParam() >= 5) {
@@ -142,7 +146,7 @@ TEST_P(TextFastPath, WritesWhatTheGeneralPathWrites) {
   }
   const std::size_t bad_line = fast.find("  bad: ");
   ASSERT_NE(bad_line, std::string::npos);
-  EXPECT_EQ(fast.substr(fast.find('\n', bad_line) + 1, 8), "  list: ") << "no statistics line under it";
+  EXPECT_EQ(fast.substr(fast.find('\n', bad_line) + 1, 12), "  no_shape: ") << "no statistics line under it";
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, TextFastPath, ::testing::Values(3, 5));

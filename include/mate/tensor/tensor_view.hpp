@@ -56,9 +56,13 @@ class TensorView {
 
   const DLTensor& dl() const noexcept { return *t_; }
   int ndim() const noexcept { return t_->ndim; }
+  // Whether there are dimensions to read: ndim >= 0, and a shape array when ndim > 0. Without
+  // (an invalid layout) shape() and strides() are empty and shape(i) must not be asked.
+  bool has_dims() const noexcept { return t_->ndim == 0 || (t_->ndim > 0 && t_->shape != nullptr); }
   std::int64_t shape(int i) const noexcept { return t_->shape[i]; }
   // Stride of dimension i in elements (computed when DLPack's strides are NULL; 0 where that
-  // product of later dimensions does not fit 64 bits, which only an invalid or empty layout has).
+  // product of later dimensions does not fit 64 bits, which only an invalid or empty layout has,
+  // or where there is no shape array).
   std::int64_t stride(int i) const noexcept;
   std::vector<std::int64_t> shape() const;
   std::vector<std::int64_t> strides() const;
@@ -95,6 +99,7 @@ class TensorView {
 
 // An owning copy of a DLTensor's metadata (not its data): shape and strides are kept here, so
 // the copy stays valid after the caller's DLTensor is gone. Used to keep arguments for logging.
+// A DLTensor without dimensions to read (negative ndim, null shape) is kept without them.
 class TensorMeta {
  public:
   TensorMeta() = default;
