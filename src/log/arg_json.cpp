@@ -266,10 +266,11 @@ Arg arg_from_json(const json& j, int max_depth) {
       a.file = optional_string(j, "file");
       a.key = optional_string(j, "key");
       a.tensor = tensor_meta(j);
-      if (a.error.empty() && a.tensor && a.tensor->view().layout().error != nullptr)
-        a.error = std::string("invalid layout: ") + a.tensor->view().layout().error;
-      else if (a.error.empty() && !a.tensor && j.contains("layout_error"))
-        a.error = "invalid layout: " + optional_string(j, "layout_error");
+      if (a.error.empty()) {  // a tensor that describes no memory says so where the writer gave no error
+        const char* invalid = a.tensor ? a.tensor->view().layout().error : nullptr;
+        if (invalid != nullptr) a.error = std::string("invalid layout: ") + invalid;
+        else if (!a.tensor && j.contains("layout_error")) a.error = "invalid layout: " + optional_string(j, "layout_error");
+      }
       break;
   }
   return a;
