@@ -118,26 +118,16 @@ TensorRecord parse_mtensor_layout(std::string_view head, std::uint64_t file_size
     const std::int64_t nbytes = detail::integer_at<std::int64_t>(h, "nbytes");
     if (r.shape.size() != r.strides.size()) throw bad("shape and strides have different lengths");
     if (static_cast<int>(r.shape.size()) > kMaxRank) throw bad("rank " + std::to_string(r.shape.size()) + " exceeds " + std::to_string(kMaxRank));
-    // The extent the layout implies must be exactly what the file stores.
-    const std::int64_t es = static_cast<std::int64_t>(tensor::element_size(r.dtype));
-    std::int64_t lo = 0, hi = 0;
-    bool empty = false;
-    for (std::size_t i = 0; i < r.shape.size(); ++i) {
-      if (r.shape[i] < 0) throw bad("negative dimension in shape");
-      if (r.shape[i] == 0) empty = true;
-    }
-    if (!empty) {
-      for (std::size_t i = 0; i < r.shape.size(); ++i) {
-        std::int64_t span = 0;
-        if (detail::mul_overflows(r.shape[i] - 1, r.strides[i], &span) || detail::mul_overflows(span, es, &span))
-          throw bad("shape and strides overflow 64 bits");
-        if (__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)) throw bad("extent overflows 64 bits");
-      }
-      if (__builtin_add_overflow(hi, es, &hi)) throw bad("extent overflows 64 bits");
-    }
-    // lo <= 0 <= hi, each within 64 bits, but their distance need not be (strides -2^62, 2^62).
-    std::int64_t extent = 0;
-    if (__builtin_sub_overflow(hi, lo, &extent)) throw bad("extent overflows 64 bits");
+    // The extent the layout implies must be exactly what the file stores (TensorView::layout():
+    // the one place that turns a layout into bytes, packed sub-byte types included).
+    DLTensor t{};
+    t.dtype = r.dtype;
+    t.ndim = static_cast<std::int32_t>(r.shape.size());
+    t.shape = r.shape.data();
+    t.strides = r.strides.data();
+    const tensor::Layout layout = tensor::TensorView(t).layout();
+    if (layout.error != nullptr) throw bad(layout.error);
+    const std::int64_t lo = layout.extent.begin, extent = layout.extent.size();
     if (r.data_begin != lo || nbytes != extent)
       throw bad("stored byte range (data_begin " + std::to_string(r.data_begin) + ", nbytes " + std::to_string(nbytes) +
                 ") does not match the layout (" + std::to_string(lo) + ", " + std::to_string(extent) + ")");

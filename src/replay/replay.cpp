@@ -142,17 +142,29 @@ std::string int128_text(__int128 v) {
   return negative ? "-" + s : s;
 }
 
-// Visits the elements of a layout in row-major logical order; `origin` is element (0, ..., 0).
+// Whether the `width` bits at bit `a` from `p` equal those at bit `b` from `q` (elements of a
+// packed sub-byte type, little bit-endian as DLPack 1.1 has them; offsets may be negative).
+bool same_bits(const std::uint8_t* p, std::int64_t a, const std::uint8_t* q, std::int64_t b, std::int64_t width) {
+  auto bit = [](const std::uint8_t* base, std::int64_t at) {
+    const std::int64_t byte = at / 8 - (at % 8 < 0), shift = at - byte * 8;  // floor division
+    return (base[byte] >> shift) & 1;
+  };
+  for (std::int64_t i = 0; i < width; ++i)
+    if (bit(p, a + i) != bit(q, b + i)) return false;
+  return true;
+}
+
+// Visits the elements of a layout in row-major logical order, with each one's offset in
+// elements from element (0, ..., 0).
 template <class F>
-void for_each_element(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
-                      std::size_t es, F&& f) {
+void for_each_element(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides, F&& f) {
   for (std::int64_t d : shape)
     if (d == 0) return;
   std::vector<std::int64_t> idx(shape.size(), 0);
   for (;;) {
     std::int64_t off = 0;
     for (std::size_t i = 0; i < shape.size(); ++i) off += idx[i] * strides[i];
-    f(idx, off * static_cast<std::int64_t>(es));
+    f(idx, off);
     std::size_t i = shape.size();
     while (i > 0) {
       --i;
@@ -188,14 +200,16 @@ OutputCheck compare(const std::string& name, const TensorRecord& expected, const
   const std::vector<std::uint8_t> now = tensor::read_extent(gv);
   const std::uint8_t* got0 = now.data() - gv.extent().begin;
   const std::uint8_t* exp0 = expected.data.data() - expected.data_begin;
-  const std::size_t es = gv.element_size();
+  const auto es = static_cast<std::int64_t>(gv.element_size());
+  const bool packed = tensor::is_packed(g.dtype);  // compared bit by bit (Unsupported: --exact)
+  const std::int64_t width = tensor::element_bits(g.dtype);
   const Tolerance def = default_tolerance(st);  // integers and bool ignore it: compared_exactly
   const double rtol = o.rtol.value_or(def.rtol), atol = o.atol.value_or(def.atol);
-  for_each_element(expected.shape, expected.strides, es, [&](const std::vector<std::int64_t>& idx, std::int64_t eoff) {
+  for_each_element(expected.shape, expected.strides, [&](const std::vector<std::int64_t>& idx, std::int64_t eoff) {
     std::int64_t goff = 0;
     for (std::size_t i = 0; i < idx.size(); ++i) goff += idx[i] * gv.stride(static_cast<int>(i));
-    const std::uint8_t* gp = got0 + goff * static_cast<std::int64_t>(es);
-    const std::uint8_t* ep = exp0 + eoff;
+    const std::uint8_t* gp = packed ? got0 : got0 + goff * es;
+    const std::uint8_t* ep = packed ? exp0 : exp0 + eoff * es;
     ++c.count;
     const double a = st == ScalarType::Unsupported ? 0 : decode(st, gp);
     const double b = st == ScalarType::Unsupported ? 0 : decode(st, ep);
@@ -203,7 +217,8 @@ OutputCheck compare(const std::string& name, const TensorRecord& expected, const
     double abs_err = 0;
     const __int128 x = compared_exactly(st) ? decode_exact(st, gp) : 0, y = compared_exactly(st) ? decode_exact(st, ep) : 0;
     if (o.exact) {
-      bad = std::memcmp(gp, ep, es) != 0;
+      bad = packed ? !same_bits(got0, goff * width, exp0, eoff * width, width)
+                   : std::memcmp(gp, ep, static_cast<std::size_t>(es)) != 0;
       abs_err = !bad ? 0
                 : compared_exactly(st) ? static_cast<double>(x > y ? x - y : y - x)
                 : std::isfinite(a - b) ? std::fabs(a - b) : std::numeric_limits<double>::infinity();

@@ -63,12 +63,26 @@ Layout TensorView::layout() const noexcept {
         __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi))
       return invalid("shape and strides overflow 64 bits");
   }
-  const auto es = static_cast<std::int64_t>(element_size());
+  // Bytes from element offsets. A sub-byte type (DLPack 1.1: float4_e2m1fn is bits 4, lanes 1) is
+  // packed: element k is bits [k*w, (k+1)*w) counted from bit 0 of data + byte_offset, so the
+  // touched bytes are those bit ranges rounded out to whole bytes, not one byte per element.
+  const std::int64_t w = element_bits(t_->dtype);  // < 2^24
   ByteExtent e;
   std::int64_t size = 0;
-  if (__builtin_mul_overflow(lo, es, &e.begin) || __builtin_mul_overflow(hi, es, &e.end) ||
-      __builtin_add_overflow(e.end, es, &e.end) || __builtin_sub_overflow(e.end, e.begin, &size))
-    return invalid("shape and strides overflow 64 bits");
+  if (!is_packed(t_->dtype)) {
+    const std::int64_t es = w / 8;
+    if (__builtin_mul_overflow(lo, es, &e.begin) || __builtin_mul_overflow(hi, es, &e.end) ||
+        __builtin_add_overflow(e.end, es, &e.end) || __builtin_sub_overflow(e.end, e.begin, &size))
+      return invalid("shape and strides overflow 64 bits");
+  } else {
+    std::int64_t first_bit = 0, end_bit = 0;  // first_bit <= 0 < end_bit
+    if (__builtin_mul_overflow(lo, w, &first_bit) || __builtin_add_overflow(hi, 1, &end_bit) ||
+        __builtin_mul_overflow(end_bit, w, &end_bit))
+      return invalid("shape and strides overflow 64 bits");
+    e.begin = first_bit / 8 - (first_bit % 8 != 0);  // floor(first_bit / 8): division truncates
+    e.end = end_bit / 8 + (end_bit % 8 != 0);
+    if (__builtin_sub_overflow(e.end, e.begin, &size)) return invalid("shape and strides overflow 64 bits");
+  }
   if (t_->data != nullptr) {
     // [data + byte_offset + begin, data + byte_offset + end) must be addresses, not wrap around.
     const auto data = reinterpret_cast<std::uintptr_t>(t_->data);

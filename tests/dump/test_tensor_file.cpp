@@ -90,6 +90,33 @@ TEST_F(TensorFileTest, MtensorKeepsStridesOffsetAndDevice) {
     }
 }
 
+// Packed fp4 (DLPack 1.1 float4_e2m1fn), a backwards view of 5 elements: its file holds the 3
+// bytes those 20 bits lie in, in both formats that keep the layout, and reads back as written.
+TEST_F(TensorFileTest, PackedSubByteTensorsStoreTheirBytes) {
+  const std::uint8_t bytes[3] = {0x21, 0x43, 0x65};
+  std::vector<std::int64_t> shape{5}, strides{-1};
+  DLTensor t = dl_view(bytes, ScalarType::U8, shape, &strides, 2);  // element 0: the low nibble of bytes[2]
+  t.dtype = DLDataType{17, 4, 1};
+  const std::string mt = (dir_ / "t.mtensor").string(), pt = (dir_ / "t.pt").string();
+  ASSERT_TRUE(mate::dump::write_mtensor(mt, mate::tensor::TensorView(t)).ok());
+  ASSERT_TRUE(mate::dump::write_torch_save(pt, mate::tensor::TensorView(t)).ok());
+  const mate::dump::TensorRecord r = mate::dump::read_mtensor(mt);
+  EXPECT_EQ(r.data_begin, -2);
+  EXPECT_EQ(r.data, (std::vector<std::uint8_t>{0x21, 0x43, 0x65}));
+  EXPECT_EQ(r.dtype.code, 17);
+  EXPECT_EQ(r.dtype.bits, 4);
+  // A header claiming a byte per element is damage, not a longer read.
+  std::string file = read_file(mt);
+  const std::size_t at = file.find("\"nbytes\":3");
+  ASSERT_NE(at, std::string::npos);
+  file.replace(at, 10, "\"nbytes\":5");
+  const std::string error = expect_error([&] { mate::dump::parse_mtensor(file, "t.mtensor"); });
+  EXPECT_NE(error.find("does not match the layout (-2, 3)"), std::string::npos) << error;
+  // torch.save stores a type torch lacks as the raw bytes of its extent (a 1-D uint8 tensor).
+  const mate::dump::TensorRecord raw = mate::dump::read_torch_save(pt);
+  EXPECT_EQ(raw.data, (std::vector<std::uint8_t>{0x21, 0x43, 0x65}));
+}
+
 TEST_F(TensorFileTest, EmptyAndZeroRankTensors) {
   float one = 5;
   std::vector<std::int64_t> scalar_shape, empty_shape{0, 3};
@@ -214,7 +241,7 @@ TEST_F(TensorFileTest, AnExtentBeyond64BitsIsRejected) {
   for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
   file += header;
   const std::string error = expect_error([&] { mate::dump::parse_mtensor(file, "crafted.mtensor"); });
-  EXPECT_NE(error.find("crafted.mtensor: extent overflows 64 bits"), std::string::npos) << error;
+  EXPECT_NE(error.find("crafted.mtensor: shape and strides overflow 64 bits"), std::string::npos) << error;
 }
 
 TEST_F(TensorFileTest, DamagedCallFilesGiveClearErrors) {

@@ -1,5 +1,6 @@
 // Replaying dumps in-process: the sample kernels are dumped at level 10, then replayed.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,6 +60,23 @@ std::int64_t copy_i64(const DLTensor* x, DLTensor* out) {
   });
 }
 MATE_REPLAYABLE("t.copy_i64", &copy_i64);
+
+// Negates packed fp4 (DLPack 1.1 float4_e2m1fn: bits 4, lanes 1, two elements a byte, element i
+// in bits [4i, 4i + 4)); a "changed kernel" also flips element 3's lowest bit.
+constexpr DLDataType kFp4{17, 4, 1};
+bool g_fp4_changed = false;
+void negate_fp4(const DLTensor* x, DLTensor* out) {
+  MATE_API("t.negate_fp4", x, out).outputs(MATE_ARGS(out)).run([&] {
+    const auto* in = static_cast<const std::uint8_t*>(x->data);
+    auto* o = static_cast<std::uint8_t*>(out->data);
+    for (std::int64_t i = 0; i < x->shape[0]; ++i) {
+      const int shift = static_cast<int>(i % 2) * 4;
+      const int v = ((in[i / 2] >> shift) & 0xf) ^ 0x8 ^ (g_fp4_changed && i == 3 ? 0x1 : 0);
+      o[i / 2] = static_cast<std::uint8_t>((o[i / 2] & ~(0xf << shift)) | (v << shift));
+    }
+  });
+}
+MATE_REPLAYABLE("t.negate_fp4", &negate_fp4);
 
 class ReplayTest : public ::testing::Test {
  protected:
@@ -202,6 +220,50 @@ TEST_F(ReplayTest, IntegerOutputsAreComparedExactlyAbove2To53) {
   mate::replay::Options exact;
   exact.exact = true;
   EXPECT_EQ(mate::replay::replay_all(dumps(), exact)[0].outcome, Outcome::Passed);
+}
+
+// Five packed fp4 elements occupy three bytes: the dump reads and stores those three (a tensor
+// that ends at an unreadable page is saved, not refused or read past), and replay compares the
+// elements bit by bit.
+TEST_F(ReplayTest, PackedSubByteTensorsAreDumpedAsTheirBytesAndComparedBitByBit) {
+  const long page = sysconf(_SC_PAGESIZE);
+  void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(pages, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE), 0);
+  auto* in = static_cast<std::uint8_t*>(pages) + page - 3;  // the last 3 readable bytes
+  in[0] = 0x21, in[1] = 0x43, in[2] = 0x05;                  // elements 1, 2, 3, 4, 5
+  std::vector<std::uint8_t> out_bytes(3, 0);
+  std::vector<std::int64_t> shape{5};
+  DLTensor x{in, {kDLCPU, 0}, 1, kFp4, shape.data(), nullptr, 0};
+  DLTensor out{out_bytes.data(), {kDLCPU, 0}, 1, kFp4, shape.data(), nullptr, 0};
+  negate_fp4(&x, &out);
+  EXPECT_EQ(out_bytes, (std::vector<std::uint8_t>{0xa9, 0xcb, 0x0d}));
+  munmap(pages, 2 * page);
+
+  const std::string dir = mate::dump::find_call_dirs(dumps()).at(0);
+  const mate::dump::CallRecord call = mate::dump::read_call(dir);
+  ASSERT_EQ(call.inputs.size(), 2u);
+  ASSERT_EQ(call.inputs[0].error, "");
+  EXPECT_EQ(mate::dump::load_tensor(call, call.inputs[0]).data, (std::vector<std::uint8_t>{0x21, 0x43, 0x05}));
+
+  mate::replay::Options exact;
+  exact.exact = true;
+  auto results = mate::replay::replay_all(dumps(), exact);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Passed) << mate::replay::format_line(results[0]);
+  g_fp4_changed = true;
+  results = mate::replay::replay_all(dumps(), exact);
+  g_fp4_changed = false;
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Mismatch) << mate::replay::format_line(results[0]);
+  ASSERT_EQ(results[0].outputs.size(), 1u);
+  EXPECT_EQ(results[0].outputs[0].count, 5);
+  EXPECT_EQ(results[0].outputs[0].mismatched, 1);
+  EXPECT_EQ(results[0].outputs[0].where, (std::vector<std::int64_t>{3}));
+  // Without --exact there is no numeric comparison of a type MATE does not decode.
+  results = replay();
+  EXPECT_NE(mate::replay::format_line(results.at(0)).find("can only be compared with --exact"), std::string::npos)
+      << mate::replay::format_line(results[0]);
 }
 
 TEST_F(ReplayTest, TensorsAreRebuiltWithTheirStridesAndOffset) {

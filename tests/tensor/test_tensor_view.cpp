@@ -116,6 +116,51 @@ TEST(TensorView, AnInvalidLayoutSaysWhyAndTouchesNoBytes) {
   }
 }
 
+// DLPack 1.1's sub-byte types are packed (element i is bits [i*w, (i+1)*w) from bit 0 of data +
+// byte_offset): the extent is the elements' bits rounded out to whole bytes, not a byte each.
+TEST(TensorView, PackedSubByteElementsShareBytes) {
+  constexpr DLDataType kFp4{17, 4, 1}, kFp4x2{17, 4, 2}, kFp6{15, 6, 1}, kU1{kDLUInt, 1, 1};
+  struct Case {
+    DLDataType dtype;
+    std::vector<std::int64_t> shape;
+    std::vector<std::int64_t> strides;  // empty: DLPack's NULL
+    std::int64_t begin, end;
+  };
+  constexpr std::int64_t k60 = std::int64_t{1} << 60;
+  const Case cases[] = {
+      {kFp4, {5}, {}, 0, 3},            // 20 bits
+      {kFp4, {4}, {}, 0, 2},
+      {kFp4, {2, 3}, {}, 0, 3},         // 24 bits
+      {kFp4, {2, 3}, {1, 2}, 0, 3},     // transposed: offsets 0..5
+      {kFp4, {3}, {-1}, -1, 1},         // offsets -2..0: bits [-8, 4)
+      {kFp4, {2}, {3}, 0, 2},           // offsets 0, 3: bits [0, 16)
+      {kFp4, {k60}, {}, 0, k60 / 2},    // 2^62 bits fit, 2^59 bytes
+      {kFp4x2, {3}, {}, 0, 3},          // two packed lanes a byte (TVM FFI's float4_e2m1fn_x2)
+      {kFp6, {4}, {}, 0, 3},            // 24 bits
+      {kFp6, {3}, {}, 0, 3},            // 18 bits
+      {kU1, {9}, {}, 0, 2},
+      {kU1, {1}, {}, 0, 1},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::int64_t> shape = c.shape, strides = c.strides;
+    DLTensor t = dl_view(nullptr, ScalarType::U8, shape, strides.empty() ? nullptr : &strides);
+    t.dtype = c.dtype;
+    SCOPED_TRACE(::testing::PrintToString(c.shape) + " strides " + ::testing::PrintToString(c.strides) + " bits " +
+                 std::to_string(c.dtype.bits) + " lanes " + std::to_string(c.dtype.lanes));
+    const Layout l = TensorView(t).layout();
+    ASSERT_EQ(l.error, nullptr) << l.error;
+    EXPECT_EQ(l.extent.begin, c.begin);
+    EXPECT_EQ(l.extent.end, c.end);
+  }
+  EXPECT_TRUE(is_packed(kFp4));
+  EXPECT_FALSE(is_packed(kFp4x2));
+  // 2^61 fp4 elements are 2^63 bits: beyond 64 bits, an invalid layout.
+  std::vector<std::int64_t> huge{2 * k60};
+  DLTensor t = dl_view(nullptr, ScalarType::U8, huge);
+  t.dtype = kFp4;
+  EXPECT_STREQ(TensorView(t).layout().error, "shape and strides overflow 64 bits");
+}
+
 TEST(TensorView, AnAddressRangeThatWrapsIsInvalid) {
   std::vector<std::int64_t> shape{4}, back{-1};
   DLTensor high = dl_view(reinterpret_cast<void*>(UINTPTR_MAX - 7), ScalarType::F32, shape);

@@ -43,8 +43,14 @@ std::string dtype_name(DLDataType t);
 // The name of a supported scalar type, as dtype_name spells it ("f32", ...); "" for Unsupported.
 // No string is built (the text log writes one per tensor argument).
 std::string_view scalar_type_name(ScalarType s) noexcept;
-// Bytes per element (bits * lanes / 8, rounded up).
+// Bytes per element (bits * lanes / 8, rounded up). For a packed type (below) this overstates
+// what its elements occupy: their bytes are TensorView::layout()'s.
 std::size_t element_size(DLDataType t) noexcept;
+// Bits per element: bits * lanes.
+inline std::uint32_t element_bits(DLDataType t) noexcept { return std::uint32_t{t.bits} * t.lanes; }
+// Whether elements are packed below whole bytes (DLPack 1.1: a sub-byte type such as
+// float4_e2m1fn, bits 4, lanes 1, is packed little bit-endian: element i is bits [i*w, (i+1)*w)).
+inline bool is_packed(DLDataType t) noexcept { return element_bits(t) % 8 != 0; }
 bool is_floating(ScalarType s) noexcept;
 
 // DLDataType values for each ScalarType (for building tensors in code and tests).

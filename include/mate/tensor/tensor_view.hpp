@@ -3,7 +3,9 @@
 // Tensors from PyTorch, JAX, CuPy or a C++ library cross into MATE as DLTensor without copies.
 // A TensorView answers the layout questions logging, dumps and replay ask: shape, strides
 // (DLPack's NULL strides mean compact row-major), contiguity, element count, and the exact byte
-// range the tensor touches, which gives the VA range [lo, hi) of the level-3 log.
+// range the tensor touches, which gives the VA range [lo, hi) of the level-3 log. For a packed
+// sub-byte type (is_packed: DLPack 1.1's float4_e2m1fn) that range is the elements' bits rounded
+// out to whole bytes: two fp4 elements share a byte, and the extent says so.
 //
 // Contract: the DLTensor (and its shape/strides arrays) must outlive the view. Strides may be
 // anything DLPack allows: non-contiguous, zero (broadcast) or negative; the extent accounts for
