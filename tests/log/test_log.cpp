@@ -4,6 +4,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -282,6 +285,33 @@ TEST_F(LogTest, JsonIsOneObjectPerLineWithTheSameFields) {
   EXPECT_EQ(t["bytes"], 8);
   EXPECT_EQ(t["stats"]["mean"], 1.5);
   EXPECT_EQ(records[1]["args"][0]["stats"]["max"], 1.0);
+}
+
+// Microseconds since the epoch of a record's "ts" ("2026-01-01T12:00:00.000123Z").
+std::int64_t record_micros(const std::string& ts) {
+  std::tm tm{};
+  EXPECT_NE(strptime(ts.c_str(), "%Y-%m-%dT%H:%M:%S", &tm), nullptr) << ts;
+  return static_cast<std::int64_t>(timegm(&tm)) * 1'000'000 + std::stoll(ts.substr(20, 6));
+}
+
+// A call reads the wall clock once: its outputs record's time is its inputs record's plus the
+// elapsed time it reports, so the two agree however long writing the inputs record took.
+TEST_F(LogTest, TheOutputsRecordIsTheElapsedTimeAfterTheInputsRecord) {
+  configure(3, "json");
+  for (int i = 0; i < 3; ++i) {
+    MATE_API("Sleep.run", i).run([] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
+  }
+  std::istringstream lines(log());
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 6u);
+  for (std::size_t i = 0; i < 6; i += 2) {
+    const std::int64_t in = record_micros(records[i]["ts"]), out = record_micros(records[i + 1]["ts"]);
+    const double elapsed = records[i + 1]["elapsed_us"].get<double>();
+    EXPECT_GE(elapsed, 2000.0);
+    // Each time is truncated to the microsecond: at most one apart.
+    EXPECT_LE(std::abs(static_cast<double>(out - in) - elapsed), 1.0) << records[i] << "\n" << records[i + 1];
+  }
 }
 
 struct RecordingHook : mate::log::CallHook {
