@@ -23,6 +23,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -250,6 +251,112 @@ void BM_FloorToWrite(benchmark::State& state) {
   state.counters["ratio"] = median(ratios);
 }
 BENCHMARK(BM_FloorToWrite)->Name("Ratio/floor_to_write/1")->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Not a goal: the same for level 3, where every argument line costs nothing to render. Per call
+// what a level-3 logger cannot avoid: the inputs record (one wall-clock read, the header's text,
+// the argument lines MATE writes for this call copied from a probe log as they are, one write(2))
+// before the body, two steady-clock reads around it, then the outputs record (its header with the
+// wall time, the return line copied, one write(2)). Its ratio to the write(2) baseline bounds
+// what any rendering work can bring Ratio/level_to_write/3 to on this machine.
+struct Level3Lines {
+  std::string inputs, outputs;  // the argument lines of one call's records
+};
+
+Level3Lines level3_lines() {
+  const std::string probe = log_path("probe3");
+  Tensor16x16 a, b;
+  {
+    LogTo log(3, probe);
+    scaled_sum(&a.dl, &b.dl, 0.5f);
+  }
+  std::string text;
+  {
+    std::FILE* f = std::fopen(probe.c_str(), "rb");
+    char buf[4096];
+    for (std::size_t n; f != nullptr && (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    if (f != nullptr) std::fclose(f);
+  }
+  fs::remove(probe);
+  // "[header] ... inputs\n<lines>[header] ... outputs (x us)\n<lines>"
+  const std::size_t in_end = text.find('\n') + 1, out_header = text.find('[', in_end), out_end = text.find('\n', out_header) + 1;
+  return {text.substr(in_end, out_header - in_end), text.substr(out_end)};
+}
+
+__attribute__((noinline)) float floor_call3(int fd, std::uint64_t seq, const Level3Lines& lines, const DLTensor* a,
+                                            const DLTensor* b, float alpha) {
+  static const std::string pid_tid = " pid " + std::to_string(::getpid()) + " tid " + std::to_string(::gettid()) + " #";
+  static constexpr std::string_view kInputs = "] bench.scaled_sum inputs\n", kOutputs = "] bench.scaled_sum outputs (";
+  char record[1024];
+  auto header = [&](const timespec& t, std::string_view event) {
+    char* p = record;
+    *p++ = '[';
+    p += mate::core::write_utc_iso8601_micros(t, p);
+    std::memcpy(p, pid_tid.data(), pid_tid.size());
+    p += pid_tid.size();
+    char digits[24];
+    const std::size_t n = static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, seq).ptr - digits);
+    std::memcpy(p, digits, n);
+    p += n;
+    std::memcpy(p, event.data(), event.size());
+    return p + event.size();
+  };
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  char* p = header(now, kInputs);
+  std::memcpy(p, lines.inputs.data(), lines.inputs.size());
+  p += lines.inputs.size();
+  benchmark::DoNotOptimize(::write(fd, record, static_cast<std::size_t>(p - record)));
+  const auto start = std::chrono::steady_clock::now();
+  const float result = alpha * (static_cast<const float*>(a->data)[0] + static_cast<const float*>(b->data)[0]);
+  benchmark::DoNotOptimize(result);
+  const std::int64_t ns = std::chrono::nanoseconds(std::chrono::steady_clock::now() - start).count();
+  p = header(now, kOutputs);
+  char digits[24];
+  const std::size_t n = static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, ns / 1000).ptr - digits);
+  std::memcpy(p, digits, n);
+  p += n;
+  *p++ = '.';
+  *p++ = static_cast<char>('0' + ns / 100 % 10);
+  std::memcpy(p, " us)\n", 5);
+  p += 5;
+  std::memcpy(p, lines.outputs.data(), lines.outputs.size());
+  p += lines.outputs.size();
+  benchmark::DoNotOptimize(::write(fd, record, static_cast<std::size_t>(p - record)));
+  return result;
+}
+
+void BM_FloorToWrite3(benchmark::State& state) {
+  const Level3Lines lines = level3_lines();
+  const std::string record(bytes_per_call(3) / 2, 'x');
+  const std::string raw_path = log_path("floor3_raw"), path = log_path("floor3");
+  const int raw = ::open(raw_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (raw < 0 || fd < 0) {
+    state.SkipWithError("cannot open the files");
+    return;
+  }
+  Tensor16x16 a, b;
+  std::vector<double> ratios;
+  std::uint64_t seq = 0;
+  for (auto _ : state) {
+    for (int block = 0; block < kBlocks; ++block) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kBlockCalls; ++i) benchmark::DoNotOptimize(floor_call3(fd, ++seq, lines, &a.dl, &b.dl, 0.5f));
+      const double logged = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kBlockCalls; ++i)
+        for (int w = 0; w < 2; ++w) benchmark::DoNotOptimize(::write(raw, record.data(), record.size()));
+      ratios.push_back(seconds_since(t0) / logged);
+    }
+  }
+  state.counters["bytes_per_call"] = static_cast<double>(fs::file_size(path)) / static_cast<double>(seq);
+  ::close(raw);
+  ::close(fd);
+  fs::remove(raw_path);
+  fs::remove(path);
+  state.counters["ratio"] = median(ratios);
+}
+BENCHMARK(BM_FloorToWrite3)->Name("Ratio/floor_to_write/3")->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // Level 5's time per call over level 3's, on the same file (goal <= 1.1); `to_null`: to
 // /dev/null (no goal: MATE's own part of the difference, the statistics and their text).

@@ -242,7 +242,7 @@ CallState* write_line(const char* name, const Settings& settings) {
   const std::uint64_t seq = g_seq.fetch_add(1, std::memory_order_relaxed) + 1;
   try {
     if (settings.sink) {
-      InlineRecordBuffer<256> out;
+      InlineRecordBuffer<512> out;  // the header reserves ~170 bytes beyond the name
       render(settings.format, header_for(name, seq), Event::Call, settings.level, {}, nullptr, out);
       settings.sink->write(out.view());
     }

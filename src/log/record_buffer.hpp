@@ -16,6 +16,32 @@
 
 namespace mate::log::detail {
 
+// memcpy, with the short copies of a record's pieces (names, type names, numbers' text: a few
+// to a few dozen bytes, of a length known only at run time) done inline as two overlapping
+// moves, not as a call to the library's memcpy (~5 ns each, tens per record).
+inline void copy_short(char* to, const char* from, std::size_t n) noexcept {
+  if (n >= 8 && n <= 16) {
+    std::uint64_t head, tail;
+    std::memcpy(&head, from, 8);
+    std::memcpy(&tail, from + n - 8, 8);
+    std::memcpy(to, &head, 8);
+    std::memcpy(to + n - 8, &tail, 8);
+  } else if (n >= 4 && n < 8) {
+    std::uint32_t head, tail;
+    std::memcpy(&head, from, 4);
+    std::memcpy(&tail, from + n - 4, 4);
+    std::memcpy(to, &head, 4);
+    std::memcpy(to + n - 4, &tail, 4);
+  } else if (n > 0 && n < 4) {
+    const char first = from[0], middle = from[n / 2], last = from[n - 1];
+    to[0] = first;
+    to[n / 2] = middle;
+    to[n - 1] = last;
+  } else if (n > 16) {
+    std::memcpy(to, from, n);
+  }
+}
+
 class RecordBuffer {
  public:
   RecordBuffer(const RecordBuffer&) = delete;
@@ -27,7 +53,7 @@ class RecordBuffer {
   void clear() noexcept { size_ = 0; }
 
   void append(const char* p, std::size_t n) {
-    copy_bytes(room(n), p, n);
+    copy_short(room(n), p, n);
     size_ += n;
   }
   void append(std::string_view s) { append(s.data(), s.size()); }
@@ -47,32 +73,6 @@ class RecordBuffer {
   ~RecordBuffer() = default;
 
  private:
-  // memcpy, with the short copies of a record's pieces (names, type names, numbers' text: a few
-  // to a few dozen bytes, of a length known only at run time) done inline as two overlapping
-  // moves, not as a call to the library's memcpy (~5 ns each, tens per record).
-  static void copy_bytes(char* to, const char* from, std::size_t n) noexcept {
-    if (n >= 8 && n <= 16) {
-      std::uint64_t head, tail;
-      std::memcpy(&head, from, 8);
-      std::memcpy(&tail, from + n - 8, 8);
-      std::memcpy(to, &head, 8);
-      std::memcpy(to + n - 8, &tail, 8);
-    } else if (n >= 4 && n < 8) {
-      std::uint32_t head, tail;
-      std::memcpy(&head, from, 4);
-      std::memcpy(&tail, from + n - 4, 4);
-      std::memcpy(to, &head, 4);
-      std::memcpy(to + n - 4, &tail, 4);
-    } else if (n > 0 && n < 4) {
-      const char first = from[0], middle = from[n / 2], last = from[n - 1];
-      to[0] = first;
-      to[n / 2] = middle;
-      to[n - 1] = last;
-    } else if (n > 16) {
-      std::memcpy(to, from, n);
-    }
-  }
-
   [[gnu::noinline]] void grow(std::size_t n) {
     std::size_t capacity = capacity_ * 2;
     while (capacity - size_ < n) capacity *= 2;

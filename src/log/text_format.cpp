@@ -8,6 +8,7 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -76,18 +77,6 @@ void append_dims(RecordBuffer& out, int n, Dim dims) {
   }
 }
 
-// An address as the JSON form writes it: "0x..." ("0x0" for zero).
-void append_address(RecordBuffer& out, std::uintptr_t a) {
-  char* const start = out.room(kAddressMax);
-  out.advance(static_cast<std::size_t>(write_address(a, start) - start));
-}
-
-// `v` as printf's "%.1f" writes it (a call's wall time in microseconds).
-void append_fixed1(RecordBuffer& out, double v) {
-  char* const start = out.room(kFixed1Max);
-  out.advance(static_cast<std::size_t>(write_fixed1(v, start) - start));
-}
-
 // `v` as printf's "%.6g" writes it (statistics).
 void append_general6(RecordBuffer& out, double v) {
   char* const start = out.room(kGeneral6Max);
@@ -142,6 +131,17 @@ bool gave_up(const TextRecord& record) noexcept { return record.gave_up; }
 
 TextWriter::TextWriter(TextRecord& record, std::string_view name, int depth) : record_(&record), depth_(depth) {
   RecordBuffer& out = *record.out;
+  const bool plain = std::none_of(name.begin(), name.end(), [](char c) { return needs_escape(c, false); });
+  if (plain && depth <= 16) {  // the common case, in one piece: indent, name, ": "
+    constexpr std::size_t kIndentMost = 32;
+    const auto indent = static_cast<std::size_t>(2 * depth);
+    char* const p = out.room(kIndentMost + name.size() + 2);
+    std::memset(p, ' ', kIndentMost);  // a fixed-size fill, of which `indent` bytes are kept
+    copy_short(p + indent, name.data(), name.size());
+    std::memcpy(p + indent + name.size(), ": ", 2);
+    out.advance(indent + name.size() + 2);
+    return;
+  }
   append_indent(out, depth);
   append_escaped(out, name, false);
   put(out, ": ");
@@ -242,48 +242,66 @@ void TextWriter::tensor(const DLTensor& t) {
     ranges.hi[ranges.count] = va.hi;
     ++ranges.count;
   }
-  put(out, "tensor ");
+  // The line is written through a local pointer into room reserved once: appending piece by
+  // piece re-reads the buffer's size and capacity after every store (a char store may alias them).
   const tensor::ScalarType type = v.scalar_type();
-  if (type != tensor::ScalarType::Unsupported) {
-    put(out, tensor::scalar_type_name(type));
-  } else {
-    put(out, tensor::dtype_name(v.dtype()));
-  }
+  std::string unusual_dtype, unusual_device;  // names built only for what the fast cases lack
+  if (type == tensor::ScalarType::Unsupported) unusual_dtype = tensor::dtype_name(v.dtype());
+  if (v.device().device_type != kDLCPU) unusual_device = tensor::device_name(v.device());
+  const std::string_view dtype = unusual_dtype.empty() ? tensor::scalar_type_name(type) : unusual_dtype;
+  const std::string_view device = unusual_device.empty() ? tensor::kCpuDeviceName : unusual_device;
+  const int dims = v.has_dims() ? v.ndim() : 0;
+  // "tensor " dtype " [" dims "] strides [" dims "]" " byte_offset " N " " device, then the longest
+  // ending: " invalid layout (" why "): data " 0x.. ", nothing read\n", or the range's.
+  char* const start = out.room(160 + dtype.size() + device.size() + 2 * 22 * static_cast<std::size_t>(dims) +
+                               (layout.error != nullptr ? std::strlen(layout.error) : 0));
+  char* p = start;
+  auto text = [&p](std::string_view s) {
+    copy_short(p, s.data(), s.size());
+    p += s.size();
+  };
+  auto number = [&p](auto x) { p = std::to_chars(p, p + 24, x).ptr; };
+  text("tensor ");
+  text(dtype);
   if (v.has_dims()) {
-    put(out, " [");
-    append_dims(out, v.ndim(), [&](int i) { return v.shape(i); });
-    put(out, "] strides [");
-    append_dims(out, v.ndim(), [&](int i) { return v.stride(i); });
-    put(out, ']');
+    text(" [");
+    for (int i = 0; i < dims; ++i) {
+      if (i > 0) text(", ");
+      number(v.shape(i));
+    }
+    text("] strides [");
+    for (int i = 0; i < dims; ++i) {
+      if (i > 0) text(", ");
+      number(v.stride(i));
+    }
+    text("]");
   } else {
-    put(out, " ndim ");
-    append_int(out, v.ndim());
+    text(" ndim ");
+    number(v.ndim());
   }
   if (v.byte_offset() != 0) {
-    put(out, " byte_offset ");
-    append_int(out, v.byte_offset());
+    text(" byte_offset ");
+    number(v.byte_offset());
   }
-  put(out, ' ');
-  if (v.device().device_type == kDLCPU) {
-    put(out, tensor::kCpuDeviceName);
-  } else {
-    put(out, tensor::device_name(v.device()));
-  }
+  text(" ");
+  text(device);
   if (layout.error != nullptr) {  // no range, no statistics: nothing is read through it
-    put(out, " invalid layout (");
-    put(out, std::string_view(layout.error));
-    put(out, "): data ");
-    append_address(out, reinterpret_cast<std::uintptr_t>(t.data));
-    put(out, ", nothing read\n");
+    text(" invalid layout (");
+    text(std::string_view(layout.error));
+    text("): data ");
+    p = write_address(reinterpret_cast<std::uintptr_t>(t.data), p);
+    text(", nothing read\n");
+    out.advance(static_cast<std::size_t>(p - start));
     return;
   }
-  put(out, v.is_contiguous(layout) ? " contiguous va [" : " non-contiguous va [");
-  append_address(out, va.lo);
-  put(out, ", ");
-  append_address(out, va.hi);
-  put(out, ") ");
-  append_int(out, va.size());
-  put(out, " bytes\n");
+  text(v.is_contiguous(layout) ? " contiguous va [" : " non-contiguous va [");
+  p = write_address(va.lo, p);
+  text(", ");
+  p = write_address(va.hi, p);
+  text(") ");
+  number(va.size());
+  text(" bytes\n");
+  out.advance(static_cast<std::size_t>(p - start));
   if (record.level >= 5) text_stats(out, v, depth_);
 }
 
@@ -326,7 +344,7 @@ struct ProcessAndThread {
 };
 MATE_INITIAL_EXEC thread_local ProcessAndThread t_process_and_thread;
 
-void append_process_and_thread(RecordBuffer& out, long pid, long tid) {
+char* put_process_and_thread(char* out, long pid, long tid) {
   ProcessAndThread& cached = t_process_and_thread;
   if (cached.pid != pid || cached.tid != tid) {
     InlineRecordBuffer<sizeof cached.text> text;
@@ -340,42 +358,57 @@ void append_process_and_thread(RecordBuffer& out, long pid, long tid) {
     cached.pid = pid;
     cached.tid = tid;
   }
-  out.append(cached.text, cached.size);
+  std::memcpy(out, cached.text, sizeof cached.text);  // a fixed-size copy; the end is the text's
+  return out + cached.size;
 }
 
 }  // namespace
 
 void text_header(const Header& h, Event event, const CallOutcome* outcome, RecordBuffer& out) {
-  // "[<timestamp> pid <pid> tid <tid> #<seq>] <name>", piece by piece (the header of every record).
-  put(out, '[');
-  out.advance(core::write_utc_iso8601_micros(h.time, out.room(core::kUtcMicrosMax)));
-  append_process_and_thread(out, h.pid, h.tid);
-  append_int(out, h.seq);
-  put(out, "] ");
-  put(out, std::string_view(h.name));
+  // "[<timestamp> pid <pid> tid <tid> #<seq>] <name>", written through a local pointer into room
+  // reserved once (as the tensor line), then the event.
+  const std::string_view name(h.name);
+  const bool timed = event == Event::Outputs || event == Event::Exception;
+  char* const start = out.room(1 + core::kUtcMicrosMax + sizeof(ProcessAndThread::text) + 24 + 2 + name.size() +
+                               (timed ? sizeof " exception (" + kFixed1Max + sizeof " us): " : sizeof " inputs\n"));
+  char* p = start;
+  *p++ = '[';
+  p += core::write_utc_iso8601_micros(h.time, p);
+  p = put_process_and_thread(p, h.pid, h.tid);
+  p = std::to_chars(p, p + 24, h.seq).ptr;
+  std::memcpy(p, "] ", 2);
+  p += 2;
+  copy_short(p, name.data(), name.size());
+  p += name.size();
+  auto text = [&p](std::string_view s) {
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  };
   switch (event) {
-    case Event::Call: put(out, '\n'); return;
-    case Event::Inputs: put(out, " inputs\n"); return;
+    case Event::Call: *p++ = '\n'; break;
+    case Event::Inputs: text(" inputs\n"); break;
     case Event::Outputs:
-      put(out, " outputs (");
-      append_fixed1(out, outcome->elapsed_us);
-      put(out, " us)\n");
-      return;
+      text(" outputs (");
+      p = write_fixed1(outcome->elapsed_us, p);
+      text(" us)\n");
+      break;
     case Event::Exception:
-      put(out, " exception (");
-      append_fixed1(out, outcome->elapsed_us);
-      put(out, " us): ");
-      if (outcome->exception_type.empty() && outcome->exception_message.empty()) {
-        put(out, "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n");
-      } else {
-        if (!outcome->exception_type.empty()) {
-          append_escaped(out, outcome->exception_type, false);
-          put(out, ": ");
-        }
-        append_escaped(out, outcome->exception_message, false);
-        put(out, "\n");
-      }
-      return;
+      text(" exception (");
+      p = write_fixed1(outcome->elapsed_us, p);
+      text(" us): ");
+      break;
+  }
+  out.advance(static_cast<std::size_t>(p - start));
+  if (event != Event::Exception) return;
+  if (outcome->exception_type.empty() && outcome->exception_message.empty()) {
+    put(out, "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n");
+  } else {
+    if (!outcome->exception_type.empty()) {
+      append_escaped(out, outcome->exception_type, false);
+      put(out, ": ");
+    }
+    append_escaped(out, outcome->exception_message, false);
+    put(out, "\n");
   }
 }
 
