@@ -77,12 +77,6 @@ void append_dims(RecordBuffer& out, int n, Dim dims) {
   }
 }
 
-// `v` as printf's "%.6g" writes it (statistics).
-void append_general6(RecordBuffer& out, double v) {
-  char* const start = out.room(kGeneral6Max);
-  out.advance(static_cast<std::size_t>(write_general6(v, start) - start));
-}
-
 void append_indent(RecordBuffer& out, int depth) {
   static constexpr char kSpaces[] = "                                ";
   constexpr std::size_t kMost = sizeof kSpaces - 1;
@@ -104,25 +98,33 @@ void text_stats(RecordBuffer& out, const tensor::TensorView& v, int depth) {
     put(out, '\n');
     return;
   }
+  // One reservation, a local pointer (as the tensor line).
   const tensor::Stats& s = *r.stats;
-  put(out, "stats:");
+  char* const start = out.room(sizeof "stats: min  max  mean  nan  inf \n" + 3 * kGeneral6Max + 2 * 24);
+  char* p = start;
+  auto text = [&p](std::string_view t) {
+    std::memcpy(p, t.data(), t.size());
+    p += t.size();
+  };
+  text("stats:");
   if (s.finite > 0) {
-    put(out, " min ");
-    append_general6(out, s.min);
-    put(out, " max ");
-    append_general6(out, s.max);
-    put(out, " mean ");
-    append_general6(out, s.mean);
+    text(" min ");
+    p = write_general6(s.min, p);
+    text(" max ");
+    p = write_general6(s.max, p);
+    text(" mean ");
+    p = write_general6(s.mean, p);
   } else {
-    put(out, " no finite values");
+    text(" no finite values");
   }
   if (s.floating) {
-    put(out, " nan ");
-    append_int(out, s.nan);
-    put(out, " inf ");
-    append_int(out, s.inf);
+    text(" nan ");
+    p = std::to_chars(p, p + 24, s.nan).ptr;
+    text(" inf ");
+    p = std::to_chars(p, p + 24, s.inf).ptr;
   }
-  put(out, '\n');
+  *p++ = '\n';
+  out.advance(static_cast<std::size_t>(p - start));
 }
 
 }  // namespace
