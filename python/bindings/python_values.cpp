@@ -73,7 +73,11 @@ const std::unordered_map<std::string_view, std::string_view>& torch_dtype_names(
       {"torch.int8", "i8"},             {"torch.int16", "i16"},        {"torch.int32", "i32"},
       {"torch.int64", "i64"},           {"torch.uint8", "u8"},         {"torch.uint16", "u16"},
       {"torch.uint32", "u32"},          {"torch.uint64", "u64"},       {"torch.bool", "bool"},
-      {"torch.complex64", "dlpack(code=5,bits=64,lanes=1)"}, {"torch.complex128", "dlpack(code=5,bits=128,lanes=1)"}};
+      {"torch.complex64", "dlpack(code=5,bits=64,lanes=1)"}, {"torch.complex128", "dlpack(code=5,bits=128,lanes=1)"},
+      // Newer torch's narrow floats, with DLPack 1.1's codes (no statistics; dumped as their bytes).
+      // float4_e2m1fn_x2 holds two packed fp4 values per element: bits 4, lanes 2, one byte.
+      {"torch.float8_e4m3fnuz", "dlpack(code=11,bits=8,lanes=1)"}, {"torch.float8_e5m2fnuz", "dlpack(code=13,bits=8,lanes=1)"},
+      {"torch.float8_e8m0fnu", "dlpack(code=14,bits=8,lanes=1)"}, {"torch.float4_e2m1fn_x2", "dlpack(code=17,bits=4,lanes=2)"}};
   return *names;
 }
 
