@@ -29,9 +29,7 @@ struct CallState {
   std::optional<PythonOrigin> python;
   std::uint64_t seq;
   std::shared_ptr<const Settings> settings;  // the snapshot the call started with
-  std::chrono::steady_clock::time_point start;  // when the body started (after the inputs record)
-  timespec wall_start{};           // the inputs record's time (wall clock)
-  std::int64_t elapsed_ns = 0;     // set when the call ends (level 3 and above)
+  std::chrono::steady_clock::time_point start;
   int uncaught;
   std::function<void(ArgList&)> outputs;
   std::unique_ptr<Arg> return_value;  // the general path's (a heap Arg: rare, and the state stays small)
@@ -86,26 +84,7 @@ Header header_for(const char* name, std::uint64_t seq) {
   return h;
 }
 
-// A call's first record (its inputs, or its line) reads the wall clock; its outputs record's time
-// is that plus the call's elapsed time on the steady clock: the two records are exactly `elapsed`
-// apart, and a call reads the wall clock once.
-Header first_header_for(CallState& s) {
-  Header h = header_for(s.name, s.seq);
-  s.wall_start = h.time;
-  return h;
-}
-
-Header last_header_for(const CallState& s) {
-  Header h{s.name, s.seq, current_pid(), current_tid(), s.wall_start};
-  const std::int64_t ns = h.time.tv_nsec + s.elapsed_ns;  // elapsed_ns >= 0
-  h.time.tv_sec += static_cast<time_t>(ns / 1'000'000'000);
-  h.time.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-  return h;
-}
-
-Header header_for(CallState& s, Event event) {
-  return event == Event::Outputs || event == Event::Exception ? last_header_for(s) : first_header_for(s);
-}
+Header header_for(const CallState& s) { return header_for(s.name, s.seq); }
 
 std::string demangle(const std::type_info& type) {
   int status = 0;
@@ -121,11 +100,11 @@ void write_buffer(const CallState& s, const RecordBuffer& out) {
 
 // Renders one record into a buffer on the stack (no allocation for most records) and hands it
 // to the sink in one write. `tail`: lines rendered before (the return value's, fast path).
-void write_record(CallState& s, Event event, const std::vector<Arg>& args, const CallOutcome* outcome,
+void write_record(const CallState& s, Event event, const std::vector<Arg>& args, const CallOutcome* outcome,
                   const RecordBuffer* tail = nullptr) {
   if (!s.settings->sink) return;
   InlineRecordBuffer<2048> out;
-  render(s.settings->format, header_for(s, event), event, s.settings->level, args, outcome, out);
+  render(s.settings->format, header_for(s), event, s.settings->level, args, outcome, out);
   if (tail != nullptr) out.append(tail->view());
   write_buffer(s, out);
 }
@@ -133,7 +112,7 @@ void write_record(CallState& s, Event event, const std::vector<Arg>& args, const
 // The fast path's inputs record, rendered into `out` while the values exist, its device ranges
 // into `ranges`. False when it gave up (see TextRecord): the inputs are then collected as Args.
 bool render_inputs(CallState& s, Collector collect, void* context, RecordBuffer& out, DeviceRanges& ranges) {
-  text_header(first_header_for(s), Event::Inputs, nullptr, out);
+  text_header(header_for(s), Event::Inputs, nullptr, out);
   TextRecord record{&out, s.settings->level, true, false, &ranges};
   ArgList list(record);
   collect(context, list);
@@ -151,13 +130,13 @@ void start_text_call(CallState* s, const RecordBuffer& inputs, const DeviceRange
     // Logging never breaks the call.
   }
   push_in_flight(s->name, s->seq);
-  s->start = std::chrono::steady_clock::now();  // the call's elapsed time starts
+  s->start = std::chrono::steady_clock::now();  // the outputs record's wall time
 }
 
 // The fast path's outputs record: false when it gave up (rendered from Args then).
 bool write_outputs_text(CallState& s, Event event) {
   InlineRecordBuffer<2048> out;
-  text_header(last_header_for(s), event, &s.outcome, out);
+  text_header(header_for(s), event, &s.outcome, out);
   if (!s.outcome.threw) {
     TextRecord record{&out, s.settings->level, true};
     ArgList list(record);
@@ -341,7 +320,7 @@ void start_call(CallState* s) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.
   }
   push_in_flight(s->name, s->seq);
-  if (s->settings->level >= 3) s->start = std::chrono::steady_clock::now();  // the call's elapsed time starts
+  if (s->settings->level >= 3) s->start = std::chrono::steady_clock::now();  // the outputs record's wall time
 }
 
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect) {
@@ -384,9 +363,8 @@ void end_call(CallState* s) noexcept {
   if (!s->started) start_call(s);  // a call object never run: its inputs still come first
   pop_in_flight();
   if (s->settings->level >= 3) {
-    const std::chrono::nanoseconds elapsed = std::chrono::steady_clock::now() - s->start;
-    s->elapsed_ns = elapsed.count();
-    s->outcome.elapsed_us = static_cast<double>(s->elapsed_ns) / 1000.0;
+    s->outcome.elapsed_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s->start).count();
     if (std::uncaught_exceptions() > s->uncaught) s->outcome.threw = true;  // scope form
     try {
       const Event event = s->outcome.threw ? Event::Exception : Event::Outputs;

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -287,33 +286,6 @@ TEST_F(LogTest, JsonIsOneObjectPerLineWithTheSameFields) {
   EXPECT_EQ(records[1]["args"][0]["stats"]["max"], 1.0);
 }
 
-// Microseconds since the epoch of a record's "ts" ("2026-01-01T12:00:00.000123Z").
-std::int64_t record_micros(const std::string& ts) {
-  std::tm tm{};
-  EXPECT_NE(strptime(ts.c_str(), "%Y-%m-%dT%H:%M:%S", &tm), nullptr) << ts;
-  return static_cast<std::int64_t>(timegm(&tm)) * 1'000'000 + std::stoll(ts.substr(20, 6));
-}
-
-// A call reads the wall clock once: its outputs record's time is its inputs record's plus the
-// elapsed time it reports, so the two agree however long writing the inputs record took.
-TEST_F(LogTest, TheOutputsRecordIsTheElapsedTimeAfterTheInputsRecord) {
-  configure(3, "json");
-  for (int i = 0; i < 3; ++i) {
-    MATE_API("Sleep.run", i).run([] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
-  }
-  std::istringstream lines(log());
-  std::vector<nlohmann::json> records;
-  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
-  ASSERT_EQ(records.size(), 6u);
-  for (std::size_t i = 0; i < 6; i += 2) {
-    const std::int64_t in = record_micros(records[i]["ts"]), out = record_micros(records[i + 1]["ts"]);
-    const double elapsed = records[i + 1]["elapsed_us"].get<double>();
-    EXPECT_GE(elapsed, 2000.0);
-    // Each time is truncated to the microsecond: at most one apart.
-    EXPECT_LE(std::abs(static_cast<double>(out - in) - elapsed), 1.0) << records[i] << "\n" << records[i + 1];
-  }
-}
-
 struct RecordingHook : mate::log::CallHook {
   std::vector<std::string> seen;
   void before(const mate::log::CallInfo& call, const std::vector<mate::log::Arg>& inputs) override {
@@ -341,6 +313,49 @@ TEST_F(LogTest, HooksSeeTheSameArgumentsAsTheLog) {
 struct LevelFiveHook : RecordingHook {
   int lowest_level() const noexcept override { return 5; }
 };
+
+// Microseconds since the epoch of a record's "ts" ("2026-01-01T12:00:00.000123Z").
+std::int64_t record_micros(const std::string& ts) {
+  std::tm tm{};
+  EXPECT_NE(strptime(ts.c_str(), "%Y-%m-%dT%H:%M:%S", &tm), nullptr) << ts;
+  return static_cast<std::int64_t>(timegm(&tm)) * 1'000'000 + std::stoll(ts.substr(20, 6));
+}
+
+// A hook that takes its time before each call (as a level-10 dump's fsyncs do).
+struct SlowHook : RecordingHook {
+  void before(const mate::log::CallInfo& call, const std::vector<mate::log::Arg>& inputs) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    RecordingHook::before(call, inputs);
+  }
+};
+
+// Each record's time is when it was written: a thread's records are in time order in the file,
+// a nested call's inside its caller's, and a call's outputs come at least its reported wall time
+// (which leaves out the work before the body) after its inputs.
+TEST_F(LogTest, RecordTimesAreWhenTheRecordsWereWritten) {
+  configure(3, "json");
+  SlowHook hook;
+  mate::log::add_call_hook(&hook);
+  MATE_API("Outer.run", 1).run([] {
+    MATE_API("Inner.run", 2).run([] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
+  });
+  mate::log::remove_call_hook(&hook);
+  std::istringstream lines(log());
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 4u);  // outer inputs, inner inputs, inner outputs, outer outputs
+  EXPECT_EQ(records[0]["fn"], "Outer.run");
+  EXPECT_EQ(records[3]["fn"], "Outer.run");
+  for (std::size_t i = 1; i < records.size(); ++i)
+    EXPECT_LE(record_micros(records[i - 1]["ts"]), record_micros(records[i]["ts"])) << records[i - 1] << "\n" << records[i];
+  for (auto [in, out] : {std::pair{0, 3}, std::pair{1, 2}}) {
+    const double elapsed = records[static_cast<std::size_t>(out)]["elapsed_us"].get<double>();
+    EXPECT_GE(static_cast<double>(record_micros(records[static_cast<std::size_t>(out)]["ts"]) -
+                                  record_micros(records[static_cast<std::size_t>(in)]["ts"])),
+              elapsed - 1.0);  // each time is truncated to the microsecond
+  }
+  EXPECT_GE(record_micros(records[3]["ts"]) - record_micros(records[0]["ts"]), 40'000);  // two hooks' sleeps
+}
 
 TEST_F(LogTest, AHookIsCalledFromItsLowestLevelOn) {
   LevelFiveHook hook;
