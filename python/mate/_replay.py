@@ -17,6 +17,9 @@ _TORCH_DTYPES = {
     "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
     "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
     "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool",
+    # Newer torch's narrow floats, as the Python face records them (DLPack 1.1's codes).
+    "dlpack(code=11,bits=8,lanes=1)": "float8_e4m3fnuz", "dlpack(code=13,bits=8,lanes=1)": "float8_e5m2fnuz",
+    "dlpack(code=14,bits=8,lanes=1)": "float8_e8m0fnu", "dlpack(code=17,bits=4,lanes=2)": "float4_e2m1fn_x2",
 }
 _NUMPY_DTYPES = {"u16": "uint16", "u32": "uint32", "u64": "uint64"}
 
@@ -70,6 +73,9 @@ def tensor_over(base, nbytes, offset_bytes, dtype, shape, strides, device):
     if torch_name is not None and hasattr(torch, torch_name):
         flat = torch.frombuffer(buffer, dtype=torch.uint8)[:nbytes].view(getattr(torch, torch_name))
         return flat.as_strided(shape, strides, offset_bytes // item)
+    if dtype not in _NUMPY_DTYPES:
+        raise RuntimeError(f"a tensor of dtype {dtype} cannot be rebuilt for Python: this torch "
+                           f"({torch.__version__}) has no torch.{torch_name}")
     import numpy
     flat = numpy.frombuffer(buffer, dtype=numpy.uint8)[:nbytes].view(numpy.dtype(_NUMPY_DTYPES[dtype]))
     return numpy.lib.stride_tricks.as_strided(flat[offset_bytes // item:], shape, [s * item for s in strides])

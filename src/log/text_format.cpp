@@ -134,7 +134,7 @@ bool gave_up(const TextRecord& record) noexcept { return record.gave_up; }
 TextWriter::TextWriter(TextRecord& record, std::string_view name, int depth) : record_(&record), depth_(depth) {
   RecordBuffer& out = *record.out;
   const bool plain = std::none_of(name.begin(), name.end(), [](char c) { return needs_escape(c, false); });
-  if (plain && depth <= 16) {  // the common case, in one piece: indent, name, ": "
+  if (plain && static_cast<unsigned>(depth) <= 16) {  // the common case, in one piece: indent, name, ": "
     constexpr std::size_t kIndentMost = 32;
     const auto indent = static_cast<std::size_t>(2 * depth);
     char* const p = out.room(kIndentMost + name.size() + 2);

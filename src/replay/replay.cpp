@@ -201,7 +201,9 @@ OutputCheck compare(const std::string& name, const TensorRecord& expected, const
   const std::uint8_t* got0 = now.data() - gv.extent().begin;
   const std::uint8_t* exp0 = expected.data.data() - expected.data_begin;
   const auto es = static_cast<std::int64_t>(gv.element_size());
-  const bool packed = tensor::is_packed(g.dtype);  // compared bit by bit (Unsupported: --exact)
+  // A packed type is never one MATE decodes (whole bytes each), so it is compared bit by bit,
+  // with --exact only: gp and ep below are then unused.
+  const bool packed = tensor::is_packed(g.dtype);
   const std::int64_t width = tensor::element_bits(g.dtype);
   const Tolerance def = default_tolerance(st);  // integers and bool ignore it: compared_exactly
   const double rtol = o.rtol.value_or(def.rtol), atol = o.atol.value_or(def.atol);

@@ -3,6 +3,7 @@
 import glob
 import json
 import os
+import re
 import struct
 import subprocess
 
@@ -123,3 +124,21 @@ def test_element_sizes_are_the_cpp_cores():
     assert sizes == {"f64": 8, "f32": 4, "bf16": 2, "f8e5m2": 1, "i16": 2, "u64": 8, "bool": 1}
     with pytest.raises(ValueError, match=r'unknown dtype "float32" \(MATE\'s dtype names: f64, f32, .*bool\)'):
         _mate.element_size("float32")
+
+
+def test_a_dtype_this_torch_lacks_is_a_clear_error():
+    """A recorded narrow float this torch has no dtype for: an error naming it, not a KeyError."""
+    import ctypes
+    import torch
+    from mate import _mate, _replay
+    buffer = (ctypes.c_uint8 * 4)()
+    base = ctypes.addressof(buffer)
+    for dtype, torch_name in (("f8e4m3", "float8_e4m3fn"), ("dlpack(code=17,bits=4,lanes=2)", "float4_e2m1fn_x2")):
+        if hasattr(torch, torch_name):
+            t = _replay.tensor_over(base, 4, 0, dtype, [4], [1], "cpu")
+            assert t.dtype == getattr(torch, torch_name) and t.shape == (4,)
+            continue
+        with pytest.raises(RuntimeError, match=rf"dtype {re.escape(dtype)} cannot be rebuilt for Python: this "
+                                               rf"torch \(.*\) has no torch\.{torch_name}"):
+            _replay.tensor_over(base, 4, 0, dtype, [4], [1], "cpu")
+    assert _mate.element_size("dlpack(code=17,bits=4,lanes=2)") == 1  # two packed fp4 values a byte
