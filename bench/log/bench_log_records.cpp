@@ -221,9 +221,12 @@ __attribute__((noinline)) void floor_line(int fd, std::uint64_t seq) {
   benchmark::DoNotOptimize(::write(fd, line, static_cast<std::size_t>(p - line)));
 }
 
-void BM_FloorToWrite(benchmark::State& state) {
-  const std::size_t bytes = bytes_per_call(1);
-  const std::string record(bytes, 'x');
+// The floor rows' measurement: blocks of `call(fd, seq)` (one logged call, to a file) alternated
+// with blocks of the write(2) baseline of `level` (see BM_RawWrite); "ratio" is their median.
+template <class Call>
+void floor_ratio(benchmark::State& state, int level, Call call) {
+  const int writes = records_per_call(level);
+  const std::string record(bytes_per_call(level) / static_cast<std::size_t>(writes), 'x');
   const std::string raw_path = log_path("floor_raw"), path = log_path("floor");
   const int raw = ::open(raw_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -236,10 +239,11 @@ void BM_FloorToWrite(benchmark::State& state) {
   for (auto _ : state) {
     for (int block = 0; block < kBlocks; ++block) {
       auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kBlockCalls; ++i) floor_line(fd, ++seq);
+      for (int i = 0; i < kBlockCalls; ++i) call(fd, ++seq);
       const double logged = seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kBlockCalls; ++i) benchmark::DoNotOptimize(::write(raw, record.data(), record.size()));
+      for (int i = 0; i < kBlockCalls; ++i)
+        for (int w = 0; w < writes; ++w) benchmark::DoNotOptimize(::write(raw, record.data(), record.size()));
       ratios.push_back(seconds_since(t0) / logged);
     }
   }
@@ -250,6 +254,8 @@ void BM_FloorToWrite(benchmark::State& state) {
   fs::remove(path);
   state.counters["ratio"] = median(ratios);
 }
+
+void BM_FloorToWrite(benchmark::State& state) { floor_ratio(state, 1, floor_line); }
 BENCHMARK(BM_FloorToWrite)->Name("Ratio/floor_to_write/1")->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // Not a goal: the same for level 3, where every argument line costs nothing to render. Per call
@@ -327,34 +333,10 @@ __attribute__((noinline)) float floor_call3(int fd, std::uint64_t seq, const Lev
 
 void BM_FloorToWrite3(benchmark::State& state) {
   const Level3Lines lines = level3_lines();
-  const std::string record(bytes_per_call(3) / 2, 'x');
-  const std::string raw_path = log_path("floor3_raw"), path = log_path("floor3");
-  const int raw = ::open(raw_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (raw < 0 || fd < 0) {
-    state.SkipWithError("cannot open the files");
-    return;
-  }
   Tensor16x16 a, b;
-  std::vector<double> ratios;
-  std::uint64_t seq = 0;
-  for (auto _ : state) {
-    for (int block = 0; block < kBlocks; ++block) {
-      auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kBlockCalls; ++i) benchmark::DoNotOptimize(floor_call3(fd, ++seq, lines, &a.dl, &b.dl, 0.5f));
-      const double logged = seconds_since(t0);
-      t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kBlockCalls; ++i)
-        for (int w = 0; w < 2; ++w) benchmark::DoNotOptimize(::write(raw, record.data(), record.size()));
-      ratios.push_back(seconds_since(t0) / logged);
-    }
-  }
-  state.counters["bytes_per_call"] = static_cast<double>(fs::file_size(path)) / static_cast<double>(seq);
-  ::close(raw);
-  ::close(fd);
-  fs::remove(raw_path);
-  fs::remove(path);
-  state.counters["ratio"] = median(ratios);
+  floor_ratio(state, 3, [&](int fd, std::uint64_t seq) {
+    benchmark::DoNotOptimize(floor_call3(fd, seq, lines, &a.dl, &b.dl, 0.5f));
+  });
 }
 BENCHMARK(BM_FloorToWrite3)->Name("Ratio/floor_to_write/3")->Iterations(1)->Unit(benchmark::kMillisecond);
 
