@@ -4,7 +4,8 @@
 //
 // Rendering is most of a call's cost after the write(2) itself, so a record is built piece by
 // piece in the caller's RecordBuffer (no temporary strings, no format strings parsed), which the
-// sink writes as it is.
+// sink writes as it is; a line of bounded length (the header, a tensor, an argument's name, the
+// statistics) through one room() reservation and a local pointer, advanced once.
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
