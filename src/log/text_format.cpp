@@ -69,14 +69,20 @@ void append_int(RecordBuffer& out, Int v) {
   out.advance(static_cast<std::size_t>(std::to_chars(start, start + kMost, v).ptr - start));
 }
 
-// "a, b, c" for dims(0) .. dims(n - 1), without building a vector of them.
-template <class Dim>
-void append_dims(RecordBuffer& out, int n, Dim dims) {
-  for (int i = 0; i < n; ++i) {
-    if (i > 0) put(out, ", ");
-    append_int(out, dims(i));
+// A line of bounded length written into room reserved once (RecordBuffer::room) through a local
+// pointer, then one advance(): appending piece by piece re-reads the buffer's size and capacity
+// after every store (a char store may alias them).
+struct Line {
+  char* p;
+  void text(std::string_view s) noexcept {
+    copy_short(p, s.data(), s.size());
+    p += s.size();
   }
-}
+  template <class Int>
+  void number(Int v) noexcept {
+    p = std::to_chars(p, p + 24, v).ptr;  // 20 characters at most
+  }
+};
 
 void append_indent(RecordBuffer& out, int depth) {
   static constexpr char kSpaces[] = "                                ";
@@ -99,33 +105,28 @@ void text_stats(RecordBuffer& out, const tensor::TensorView& v, int depth) {
     put(out, '\n');
     return;
   }
-  // One reservation, a local pointer (as the tensor line).
   const tensor::Stats& s = *r.stats;
   char* const start = out.room(sizeof "stats: min  max  mean  nan  inf \n" + 3 * kGeneral6Max + 2 * 24);
-  char* p = start;
-  auto text = [&p](std::string_view t) {
-    std::memcpy(p, t.data(), t.size());
-    p += t.size();
-  };
-  text("stats:");
+  Line line{start};
+  line.text("stats:");
   if (s.finite > 0) {
-    text(" min ");
-    p = write_general6(s.min, p);
-    text(" max ");
-    p = write_general6(s.max, p);
-    text(" mean ");
-    p = write_general6(s.mean, p);
+    line.text(" min ");
+    line.p = write_general6(s.min, line.p);
+    line.text(" max ");
+    line.p = write_general6(s.max, line.p);
+    line.text(" mean ");
+    line.p = write_general6(s.mean, line.p);
   } else {
-    text(" no finite values");
+    line.text(" no finite values");
   }
   if (s.floating) {
-    text(" nan ");
-    p = std::to_chars(p, p + 24, s.nan).ptr;
-    text(" inf ");
-    p = std::to_chars(p, p + 24, s.inf).ptr;
+    line.text(" nan ");
+    line.number(s.nan);
+    line.text(" inf ");
+    line.number(s.inf);
   }
-  *p++ = '\n';
-  out.advance(static_cast<std::size_t>(p - start));
+  line.text("\n");
+  out.advance(static_cast<std::size_t>(line.p - start));
 }
 
 }  // namespace
@@ -245,8 +246,6 @@ void TextWriter::tensor(const DLTensor& t) {
     ranges.hi[ranges.count] = va.hi;
     ++ranges.count;
   }
-  // The line is written through a local pointer into room reserved once: appending piece by
-  // piece re-reads the buffer's size and capacity after every store (a char store may alias them).
   const tensor::ScalarType type = v.scalar_type();
   std::string unusual_dtype, unusual_device;  // names built only for what the fast cases lack
   if (type == tensor::ScalarType::Unsupported) unusual_dtype = tensor::dtype_name(v.dtype());
@@ -258,53 +257,48 @@ void TextWriter::tensor(const DLTensor& t) {
   // ending: " invalid layout (" why "): data " 0x.. ", nothing read\n", or the range's.
   char* const start = out.room(160 + dtype.size() + device.size() + 2 * 22 * static_cast<std::size_t>(dims) +
                                (layout.error != nullptr ? std::strlen(layout.error) : 0));
-  char* p = start;
-  auto text = [&p](std::string_view s) {
-    copy_short(p, s.data(), s.size());
-    p += s.size();
-  };
-  auto number = [&p](auto x) { p = std::to_chars(p, p + 24, x).ptr; };
-  text("tensor ");
-  text(dtype);
+  Line line{start};
+  line.text("tensor ");
+  line.text(dtype);
   if (v.has_dims()) {
-    text(" [");
+    line.text(" [");
     for (int i = 0; i < dims; ++i) {
-      if (i > 0) text(", ");
-      number(v.shape(i));
+      if (i > 0) line.text(", ");
+      line.number(v.shape(i));
     }
-    text("] strides [");
+    line.text("] strides [");
     for (int i = 0; i < dims; ++i) {
-      if (i > 0) text(", ");
-      number(v.stride(i));
+      if (i > 0) line.text(", ");
+      line.number(v.stride(i));
     }
-    text("]");
+    line.text("]");
   } else {
-    text(" ndim ");
-    number(v.ndim());
+    line.text(" ndim ");
+    line.number(v.ndim());
   }
   if (v.byte_offset() != 0) {
-    text(" byte_offset ");
-    number(v.byte_offset());
+    line.text(" byte_offset ");
+    line.number(v.byte_offset());
   }
-  text(" ");
-  text(device);
+  line.text(" ");
+  line.text(device);
   if (layout.error != nullptr) {  // no range, no statistics: nothing is read through it
-    text(" invalid layout (");
-    text(std::string_view(layout.error));
-    text("): data ");
-    p = write_address(reinterpret_cast<std::uintptr_t>(t.data), p);
-    text(", nothing read\n");
-    out.advance(static_cast<std::size_t>(p - start));
+    line.text(" invalid layout (");
+    line.text(std::string_view(layout.error));
+    line.text("): data ");
+    line.p = write_address(reinterpret_cast<std::uintptr_t>(t.data), line.p);
+    line.text(", nothing read\n");
+    out.advance(static_cast<std::size_t>(line.p - start));
     return;
   }
-  text(v.is_contiguous(layout) ? " contiguous va [" : " non-contiguous va [");
-  p = write_address(va.lo, p);
-  text(", ");
-  p = write_address(va.hi, p);
-  text(") ");
-  number(va.size());
-  text(" bytes\n");
-  out.advance(static_cast<std::size_t>(p - start));
+  line.text(v.is_contiguous(layout) ? " contiguous va [" : " non-contiguous va [");
+  line.p = write_address(va.lo, line.p);
+  line.text(", ");
+  line.p = write_address(va.hi, line.p);
+  line.text(") ");
+  line.number(va.size());
+  line.text(" bytes\n");
+  out.advance(static_cast<std::size_t>(line.p - start));
   if (record.level >= 5) text_stats(out, v, depth_);
 }
 
@@ -368,40 +362,33 @@ char* put_process_and_thread(char* out, long pid, long tid) {
 }  // namespace
 
 void text_header(const Header& h, Event event, const CallOutcome* outcome, RecordBuffer& out) {
-  // "[<timestamp> pid <pid> tid <tid> #<seq>] <name>", written through a local pointer into room
-  // reserved once (as the tensor line), then the event.
+  // "[<timestamp> pid <pid> tid <tid> #<seq>] <name>", then the event, as one Line.
   const std::string_view name(h.name);
   const bool timed = event == Event::Outputs || event == Event::Exception;
   char* const start = out.room(1 + core::kUtcMicrosMax + sizeof(ProcessAndThread::text) + 24 + 2 + name.size() +
                                (timed ? sizeof " exception (" + kFixed1Max + sizeof " us): " : sizeof " inputs\n"));
-  char* p = start;
-  *p++ = '[';
-  p += core::write_utc_iso8601_micros(h.time, p);
-  p = put_process_and_thread(p, h.pid, h.tid);
-  p = std::to_chars(p, p + 24, h.seq).ptr;
-  std::memcpy(p, "] ", 2);
-  p += 2;
-  copy_short(p, name.data(), name.size());
-  p += name.size();
-  auto text = [&p](std::string_view s) {
-    std::memcpy(p, s.data(), s.size());
-    p += s.size();
-  };
+  Line line{start};
+  line.text("[");
+  line.p += core::write_utc_iso8601_micros(h.time, line.p);
+  line.p = put_process_and_thread(line.p, h.pid, h.tid);
+  line.number(h.seq);
+  line.text("] ");
+  line.text(name);
   switch (event) {
-    case Event::Call: *p++ = '\n'; break;
-    case Event::Inputs: text(" inputs\n"); break;
+    case Event::Call: line.text("\n"); break;
+    case Event::Inputs: line.text(" inputs\n"); break;
     case Event::Outputs:
-      text(" outputs (");
-      p = write_fixed1(outcome->elapsed_us, p);
-      text(" us)\n");
+      line.text(" outputs (");
+      line.p = write_fixed1(outcome->elapsed_us, line.p);
+      line.text(" us)\n");
       break;
     case Event::Exception:
-      text(" exception (");
-      p = write_fixed1(outcome->elapsed_us, p);
-      text(" us): ");
+      line.text(" exception (");
+      line.p = write_fixed1(outcome->elapsed_us, line.p);
+      line.text(" us): ");
       break;
   }
-  out.advance(static_cast<std::size_t>(p - start));
+  out.advance(static_cast<std::size_t>(line.p - start));
   if (event != Event::Exception) return;
   if (outcome->exception_type.empty() && outcome->exception_message.empty()) {
     put(out, "unknown (an exception left the call; its message is recorded only by MATE_API(...).run)\n");
