@@ -24,7 +24,7 @@ only=""
 no_gpu=0
 
 all_checks=(carry_packages carry_prefix mate_version test_device test_driver_abi gpu_guard_write_past gpu_ops_compare
-            guard_run_tail guard_run_head unguarded_write python_import torch_memory_debug
+            guard_run_tail guard_run_head unguarded_write python_import torch_memory_debug graph_capture_logging torch2_dtypes
             sanitizer_catches sanitizer_vs_guard dump_replay_guard torch_load_dump vmm_costs)
 # What each check proves (the table's last column and --list).
 declare -A about=(
@@ -39,7 +39,9 @@ declare -A about=(
   [guard_run_head]="mate guard-run --mode head: one float before the buffer; 700, address in the allocation's guard"
   [unguarded_write]="control: the same tail write without the guard (expected to go unnoticed)"
   [python_import]="the mate Python package (extension built for the image's python3) imports"
-  [torch_memory_debug]="pytest tests/gpu/python: install_guard_allocator, clean model step equal to the unguarded one, CuPy kernel past a torch tensor caught"
+  [torch_memory_debug]="pytest tests/gpu/python/test_memory_debug_cuda.py: install_guard_allocator, clean model step equal to the unguarded one, CuPy kernel past a torch tensor caught"
+  [torch2_dtypes]="pytest tests/gpu/python/test_torch2_dtypes.py: torch 2.x's float8/float4 dtypes (host and CUDA) logged, dumped, torch.load-ed and replayed from Python"
+  [graph_capture_logging]="pytest tests/gpu/python/test_graph_capture_logging.py: levels 5 and 10 inside torch.cuda.graph read no device memory, the graph replays, the records say why"
   [sanitizer_catches]="compute-sanitizer --tool memcheck on the tail and head programs: reports the invalid write"
   [sanitizer_vs_guard]="clean workload: plain, mate guard-run and compute-sanitizer memcheck times and their ratio"
   [dump_replay_guard]="MATE_LOGLEVEL=10 on the CUDA reference kernels, then mate replay --guard-alloc of the dump"
@@ -377,14 +379,18 @@ check_python_import() {
   note="import mate with $("$python" --version 2>&1), pybind11: $pybind11_source"
 }
 
-check_torch_memory_debug() {
+# pytest of one file of tests/gpu/python, for check $1.
+gpu_pytest() {
   ls "$build"/python/mate/_mate*.so >/dev/null 2>&1 || { note="the Python package was not built"; return 77; }
-  PYTHONPATH=$build/python PYTHONUNBUFFERED=1 limited "$python" -m pytest -q -p no:cacheprovider -rs "$root/tests/gpu/python" 2>&1
+  PYTHONPATH=$build/python PYTHONUNBUFFERED=1 limited "$python" -m pytest -q -p no:cacheprovider -rs "$root/tests/gpu/python/$2" 2>&1
   local rc=$?
-  note=$(grep -E '[0-9]+ (passed|failed|skipped)' "$(log_of torch_memory_debug)" | tail -1)
+  note=$(grep -E '[0-9]+ (passed|failed|skipped)' "$(log_of "$1")" | tail -1)
   [ $rc -eq 5 ] && { note="no tests collected"; return 1; }
   return $rc
 }
+check_torch_memory_debug() { gpu_pytest torch_memory_debug test_memory_debug_cuda.py; }
+check_graph_capture_logging() { gpu_pytest graph_capture_logging test_graph_capture_logging.py; }
+check_torch2_dtypes() { gpu_pytest torch2_dtypes test_torch2_dtypes.py; }
 
 sanitizer() { command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null; }
 

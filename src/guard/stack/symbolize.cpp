@@ -184,8 +184,11 @@ bool symbolize_module(Scratch& s, const char* module, const Query* queries, int 
     return false;
   }
   const std::size_t start = s.used;
+  // A local count while reading: the calls in the loop (poll, read) could change the global as far
+  // as the compiler knows, and GCC 13's fortified read() then warns of an overflow it cannot rule out.
+  std::size_t used = s.used;
   bool timed_out = false;
-  while (s.used < kOutputBytes) {
+  while (used < kOutputBytes) {
     const long long left = deadline - now_ms();
     if (left <= 0) {
       timed_out = true;
@@ -199,12 +202,13 @@ bool symbolize_module(Scratch& s, const char* module, const Query* queries, int 
       if (ready < 0) break;
       continue;
     }
-    const ssize_t n = ::read(fds[0], s.output + s.used, kOutputBytes - s.used);
-    if (n > 0) s.used += static_cast<std::size_t>(n);
+    const ssize_t n = ::read(fds[0], s.output + used, kOutputBytes - used);
+    if (n > 0) used += static_cast<std::size_t>(n);
     else if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     else break;
   }
   ::close(fds[0]);
+  s.used = used;
   if (timed_out || s.used == kOutputBytes) ::kill(pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
