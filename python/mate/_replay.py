@@ -59,20 +59,47 @@ def load_function(python_function, script):
     return obj
 
 
+class _CudaMemory:
+    """`nbytes` of CUDA memory at `base` as the CUDA array interface describes it, which
+    torch.as_tensor wraps without a copy."""
+
+    def __init__(self, base, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (base, False), "version": 2}
+
+
+def _cuda_bytes(base, nbytes, device):
+    """A torch.uint8 tensor over CUDA memory MATE's device layer rebuilt. It lies in the device's
+    primary context, the one the CUDA runtime (and so torch) uses."""
+    import torch
+    index = int(device.partition(":")[2] or 0)
+    if nbytes == 0:
+        return torch.empty(0, dtype=torch.uint8, device=f"cuda:{index}")
+    with torch.cuda.device(index):
+        return torch.as_tensor(_CudaMemory(base, nbytes), device=f"cuda:{index}")
+
+
 def tensor_over(base, nbytes, offset_bytes, dtype, shape, strides, device):
-    """A tensor over rebuilt memory: `nbytes` at `base`, the tensor `offset_bytes` into it."""
-    if device != "cpu":
+    """A tensor over rebuilt memory: `nbytes` at `base`, the tensor `offset_bytes` into it, on
+    `device` ("cpu" or "cuda:N")."""
+    on_cuda = device.startswith("cuda")
+    if device != "cpu" and not on_cuda:
         raise RuntimeError(f"replaying a Python call on a {device} tensor from Python is not supported yet: "
                            "run the call's replay on the host or use mate replay with a C++ registration")
     if dtype not in _TORCH_DTYPES:
         raise RuntimeError(f"a tensor of dtype {dtype} cannot be rebuilt for Python")
     item = _mate.element_size(dtype)
-    buffer = (ctypes.c_uint8 * max(nbytes, 1)).from_address(base)
     import torch
     torch_name = _TORCH_DTYPES.get(dtype)
     if torch_name is not None and hasattr(torch, torch_name):
-        flat = torch.frombuffer(buffer, dtype=torch.uint8)[:nbytes].view(getattr(torch, torch_name))
-        return flat.as_strided(shape, strides, offset_bytes // item)
+        if on_cuda:
+            flat = _cuda_bytes(base, nbytes, device)
+        else:
+            flat = torch.frombuffer((ctypes.c_uint8 * max(nbytes, 1)).from_address(base), dtype=torch.uint8)[:nbytes]
+        return flat.view(getattr(torch, torch_name)).as_strided(shape, strides, offset_bytes // item)
+    if on_cuda:
+        raise RuntimeError(f"a {device} tensor of dtype {dtype} cannot be rebuilt for Python: this torch "
+                           f"({torch.__version__}) has no torch.{torch_name}")
+    buffer = (ctypes.c_uint8 * max(nbytes, 1)).from_address(base)
     if dtype not in _NUMPY_DTYPES:
         raise RuntimeError(f"a tensor of dtype {dtype} cannot be rebuilt for Python: this torch "
                            f"({torch.__version__}) has no torch.{torch_name}")
@@ -98,4 +125,10 @@ def call_function(function, names, values):
             kwargs[name] = value
         else:
             args.append(value)
-    return function(*args, **kwargs)
+    result = function(*args, **kwargs)
+    # The outputs are read back once this returns: work the function queued on torch's streams
+    # (any stream, blocking or not) must be done by then.
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return result

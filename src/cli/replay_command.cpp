@@ -76,7 +76,10 @@ nlohmann::json to_json(const replay::CallResult& r) {
   for (const replay::OutputCheck& c : r.outputs) {
     nlohmann::json o = {{"name", c.name}, {"ok", c.ok}, {"count", c.count}, {"mismatched", c.mismatched}};
     if (!c.problem.empty()) o["problem"] = c.problem;
-    if (c.problem.empty()) {
+    if (c.problem.empty() && c.compared_bits) {  // a dtype MATE does not decode: bits, no errors
+      o["compared"] = "bits";
+      if (c.mismatched > 0) o["where"] = c.where, o["got"] = c.got_exact, o["expected"] = c.expected_exact;
+    } else if (c.problem.empty()) {
       o["max_abs_error"] = c.max_abs_error;
       o["max_rel_error"] = c.max_rel_error;
       if (!c.where.empty() || c.max_abs_error > 0) {  // the largest difference, when there is one

@@ -154,6 +154,22 @@ bool same_bits(const std::uint8_t* p, std::int64_t a, const std::uint8_t* q, std
   return true;
 }
 
+// The `width` bits at bit `at` from `p` (little-endian, as same_bits reads them) as hex: "0x5" for
+// an fp4 element, "0x7f" for a byte, "0x0000803f" for four.
+std::string bits_text(const std::uint8_t* p, std::int64_t at, std::int64_t width) {
+  auto bit = [&](std::int64_t i) {
+    const std::int64_t pos = at + i, byte = pos / 8 - (pos % 8 < 0);
+    return (p[byte] >> (pos - byte * 8)) & 1;
+  };
+  std::string s = "0x";
+  for (std::int64_t digit = (width + 3) / 4 - 1; digit >= 0; --digit) {
+    int v = 0;
+    for (int b = 3; b >= 0; --b) v = v * 2 + (digit * 4 + b < width ? bit(digit * 4 + b) : 0);
+    s += "0123456789abcdef"[v];
+  }
+  return s;
+}
+
 // Visits the elements of a layout in row-major logical order, with each one's offset in
 // elements from element (0, ..., 0).
 template <class F>
@@ -191,18 +207,16 @@ OutputCheck compare(const std::string& name, const TensorRecord& expected, const
     return c;
   }
   const ScalarType st = tensor::scalar_type(g.dtype);
-  if (st == ScalarType::Unsupported && !o.exact) {
-    c.ok = false;
-    c.problem = "dtype " + tensor::dtype_name(g.dtype) + " can only be compared with --exact";
-    return c;
-  }
+  // What MATE cannot decode has no tolerance to apply: equal means the same bits.
+  c.compared_bits = st == ScalarType::Unsupported;
+  const bool bitwise = o.exact || c.compared_bits;
   const tensor::TensorView gv(g);
   const std::vector<std::uint8_t> now = tensor::read_extent(gv);
   const std::uint8_t* got0 = now.data() - gv.extent().begin;
   const std::uint8_t* exp0 = expected.data.data() - expected.data_begin;
   const auto es = static_cast<std::int64_t>(gv.element_size());
-  // A packed type is never one MATE decodes (whole bytes each), so it is compared bit by bit,
-  // with --exact only: gp and ep below are then unused.
+  // A packed type is never one MATE decodes (whole bytes each), so it is compared bit by bit:
+  // gp and ep below are then unused.
   const bool packed = tensor::is_packed(g.dtype);
   const std::int64_t width = tensor::element_bits(g.dtype);
   const Tolerance def = default_tolerance(st);  // integers and bool ignore it: compared_exactly
@@ -218,7 +232,7 @@ OutputCheck compare(const std::string& name, const TensorRecord& expected, const
     bool bad;
     double abs_err = 0;
     const __int128 x = compared_exactly(st) ? decode_exact(st, gp) : 0, y = compared_exactly(st) ? decode_exact(st, ep) : 0;
-    if (o.exact) {
+    if (bitwise) {
       bad = packed ? !same_bits(got0, goff * width, exp0, eoff * width, width)
                    : std::memcmp(gp, ep, static_cast<std::size_t>(es)) != 0;
       abs_err = !bad ? 0
@@ -246,6 +260,10 @@ OutputCheck compare(const std::string& name, const TensorRecord& expected, const
       c.got = a;
       c.expected = b;
       if (compared_exactly(st)) c.got_exact = int128_text(x), c.expected_exact = int128_text(y);
+      if (c.compared_bits) {
+        c.got_exact = bits_text(got0, packed ? goff * width : goff * es * 8, width);
+        c.expected_exact = bits_text(exp0, packed ? eoff * width : eoff * es * 8, width);
+      }
     }
   });
   c.ok = c.mismatched == 0;
@@ -446,6 +464,10 @@ CallResult run_call(const CallRecord& call, const Options& o) {
     if (!r.message.empty()) r.message += "; ";
     if (!c.problem.empty()) {
       r.message += c.name + ": " + c.problem;
+    } else if (c.compared_bits) {
+      r.message += c.name + ": " + std::to_string(c.mismatched) + " of " + std::to_string(c.count) +
+                   " elements differ bit for bit, first at " + join_index(c.where) + " (got " + c.got_exact + ", expected " +
+                   c.expected_exact + ")";
     } else if (c.name == "return") {
       r.message += "return: got " + (c.got_exact.empty() ? fmt_double(c.got) : c.got_exact) + ", expected " +
                    (c.expected_exact.empty() ? fmt_double(c.expected) : c.expected_exact) + ", abs error " +

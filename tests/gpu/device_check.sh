@@ -24,7 +24,7 @@ only=""
 no_gpu=0
 
 all_checks=(carry_packages carry_prefix mate_version test_device test_driver_abi gpu_guard_write_past gpu_ops_compare
-            guard_run_tail guard_run_head unguarded_write python_import torch_memory_debug graph_capture_logging torch2_dtypes
+            guard_run_tail guard_run_head unguarded_write python_import torch_memory_debug graph_capture_logging torch2_dtypes python_replay_cuda
             sanitizer_catches sanitizer_vs_guard dump_replay_guard torch_load_dump vmm_costs)
 # What each check proves (the table's last column and --list).
 declare -A about=(
@@ -41,6 +41,7 @@ declare -A about=(
   [python_import]="the mate Python package (extension built for the image's python3) imports"
   [torch_memory_debug]="pytest tests/gpu/python/test_memory_debug_cuda.py: install_guard_allocator, clean model step equal to the unguarded one, CuPy kernel past a torch tensor caught"
   [torch2_dtypes]="pytest tests/gpu/python/test_torch2_dtypes.py: torch 2.x's float8/float4 dtypes (host and CUDA) logged, dumped, torch.load-ed and replayed from Python"
+  [python_replay_cuda]="pytest tests/gpu/python/test_replay_cuda.py: python -m mate replay of Python calls on CUDA tensors (rebuilt on the device), passing and a changed function's mismatch"
   [graph_capture_logging]="pytest tests/gpu/python/test_graph_capture_logging.py: levels 5 and 10 inside torch.cuda.graph read no device memory, the graph replays, the records say why"
   [sanitizer_catches]="compute-sanitizer --tool memcheck on the tail and head programs: reports the invalid write"
   [sanitizer_vs_guard]="clean workload: plain, mate guard-run and compute-sanitizer memcheck times and their ratio"
@@ -209,6 +210,10 @@ configure() {
   cmake "${args[@]}" >"$(log_of configure)" 2>&1 || {
     tail -40 "$(log_of configure)"; echo "device_check: configure failed (log: $(log_of configure))" >&2; return 1; }
   grep -E "mate Python package|not built|CUDA" "$(log_of configure)" || true
+  # The compiler CMake chose, which need not be `c++` on PATH (the image's is /opt/gcc/bin/g++).
+  local cxx; cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+  [ -n "$cxx" ] && cxx_version="$cxx: $("$cxx" --version 2>/dev/null | head -1)"
+  echo "device_check: C++ compiler $cxx_version"
 }
 
 build_targets=(test_device test_driver_abi gpu_guard_write_past gpu_ops_compare gpu_cudart_write_past
@@ -230,6 +235,11 @@ build() {
     grep -E "error|Error" "$(log_of build)" | head -40; tail -20 "$(log_of build)"
     echo "device_check: build failed (log: $(log_of build))" >&2; return 1; }
   echo "device_check: build done ($(grep -c 'warning:' "$(log_of build)") compiler warnings; log: $(log_of build))"
+  # A toolchain whose C++ runtime is static puts a copy in each library (kept private: CMakeLists.txt).
+  if [ -f "$build/lib/libmate.so" ]; then
+    if readelf -d "$build/lib/libmate.so" | grep -q 'libstdc++'; then cxx_version+=", shared C++ runtime"
+    else cxx_version+=", static C++ runtime (private to each library)"; fi
+  fi
 }
 
 # --- checks -------------------------------------------------------------------------------
@@ -391,6 +401,7 @@ gpu_pytest() {
 check_torch_memory_debug() { gpu_pytest torch_memory_debug test_memory_debug_cuda.py; }
 check_graph_capture_logging() { gpu_pytest graph_capture_logging test_graph_capture_logging.py; }
 check_torch2_dtypes() { gpu_pytest torch2_dtypes test_torch2_dtypes.py; }
+check_python_replay_cuda() { gpu_pytest python_replay_cuda test_replay_cuda.py; }
 
 sanitizer() { command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null; }
 

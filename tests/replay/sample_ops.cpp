@@ -95,6 +95,14 @@ bool invert_bool(const DLTensor* x, DLTensor* out) {
   });
 }
 
+void double_e8m0(const DLTensor* x, DLTensor* out) {
+  MATE_API("sample.double_e8m0", x, out).outputs(MATE_ARGS(out)).run([&] {
+    const auto* in = static_cast<const std::uint8_t*>(x->data);
+    auto* o = static_cast<std::uint8_t*>(out->data);
+    for (std::int64_t i = 0; i < numel(out); ++i) o[i] = static_cast<std::uint8_t>(in[i] + kIncrement);
+  });
+}
+
 void prefix_step(const DLTensor* x, DLTensor* out) {
   MATE_API("sample.prefix_step", x, out).outputs(MATE_ARGS(out)).run([&] {
     for (std::int64_t i = 0; i < numel(out); ++i) *at(out, i) = *at(x, i) + (i > 0 ? *at(x, i - 1) : 0.0f) + g_bias;
@@ -171,3 +179,4 @@ MATE_REPLAYABLE("sample.write_past_end", &sample::write_past_end);
 MATE_REPLAYABLE("sample.prefix_step", &sample::prefix_step);
 MATE_REPLAYABLE("sample.crash", &sample::crash);
 MATE_REPLAYABLE("sample.mixed", &sample::mixed);
+MATE_REPLAYABLE("sample.double_e8m0", &sample::double_e8m0);

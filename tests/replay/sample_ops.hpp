@@ -38,6 +38,9 @@ void mixed(const DLTensor* a, const DLTensor* b, const DLTensor* c, const DLTens
 void crash(const DLTensor* x);
 // Writes one element past the end of out (the out-of-bounds kernel for --guard-alloc).
 void write_past_end(DLTensor* out, int count);
+// Doubles float8_e8m0fnu scales (DLPack code 14: a biased exponent byte; the changed kernel
+// multiplies by 8): a dtype MATE does not decode, which replay compares bit for bit.
+void double_e8m0(const DLTensor* x, DLTensor* out);
 
 // What the kernels add to every result: the test's way of "changing the kernel".
 void set_bias(float bias);

@@ -9,6 +9,7 @@
 //   sample_producer negative  increment_i64 on values below 0
 //   sample_producer uint   increment_u64 on values above the largest i64
 //   sample_producer bool   invert_bool
+//   sample_producer e8m0   double_e8m0 on three float8_e8m0fnu scales (DLPack code 14)
 //   sample_producer mixed  mixed over a contiguous, a transposed and a sliced (byte offset) f32,
 //                          bf16, f16, i8, bool, u32 and a negative-stride f32 tensor; prints
 //                          each input's values in row-major order as JSON ({"a": [...], ...})
@@ -98,6 +99,12 @@ int main(int argc, char** argv) {
     DLTensor a = flat(in, mate::tensor::ScalarType::Bool, two.data());
     DLTensor b = flat(res, mate::tensor::ScalarType::Bool, two.data());
     std::cout << sample::invert_bool(&a, &b) << "\n";
+  } else if (mode == "e8m0") {
+    std::uint8_t in[3] = {127, 120, 130}, res[3] = {};  // 1, 2^-7, 8
+    std::vector<std::int64_t> three{3};
+    DLTensor a{in, {kDLCPU, 0}, 1, {14, 8, 1}, three.data(), nullptr, 0};
+    DLTensor b{res, {kDLCPU, 0}, 1, {14, 8, 1}, three.data(), nullptr, 0};
+    sample::double_e8m0(&a, &b);
   } else if (mode == "inplace" || mode == "overlap") {
     // prefix_step on one buffer: out = x, or out one element further on than x.
     std::vector<float> buf{1, 2, 3, 4, 5};

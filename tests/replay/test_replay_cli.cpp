@@ -93,6 +93,29 @@ TEST_F(ReplayCli, AChangedKernelReportsMismatchesAndExitsNonZero) {
   EXPECT_EQ(replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED, "--filter", "sample.axpy", "--atol", "1"}).exit_code, 0);
 }
 
+// A dtype MATE does not decode (float8_e8m0fnu) is compared bit for bit without --exact; a
+// difference is shown as the element's bits.
+TEST_F(ReplayCli, AnUndecodedDtypeIsComparedBitForBit) {
+  ASSERT_EQ(produce("e8m0").exit_code, 0);
+  auto same = replay({"--dir", dumps(), "--lib", SAMPLE_LIB});
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  EXPECT_NE(same.out.find("sample.double_e8m0  passed"), std::string::npos) << same.out;
+  auto changed = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED});
+  EXPECT_EQ(changed.exit_code, 1) << changed.out << changed.err;
+  EXPECT_NE(changed.out.find("sample.double_e8m0  mismatch: out: 3 of 3 elements differ bit for bit, first at [0] "
+                             "(got 0x82, expected 0x80)"),
+            std::string::npos)
+      << changed.out;
+  auto j = replay({"--dir", dumps(), "--lib", SAMPLE_LIB_CHANGED, "--json"});
+  nlohmann::json doc = nlohmann::json::parse(j.out);
+  const nlohmann::json& out = doc["calls"][0]["outputs"][0];
+  EXPECT_EQ(out["compared"], "bits") << out.dump();
+  EXPECT_EQ(out["got"], "0x82") << out.dump();
+  EXPECT_EQ(out["expected"], "0x80") << out.dump();
+  EXPECT_EQ(out["mismatched"], 3) << out.dump();
+  EXPECT_FALSE(out.contains("max_abs_error")) << out.dump();
+}
+
 // Integer values are printed as JSON integers, exactly: 2^60 + 4 is not the double 2^60.
 TEST_F(ReplayCli, JsonPrintsIntegerValuesAsExactIntegers) {
   ASSERT_EQ(produce("int").exit_code, 0);

@@ -75,6 +75,10 @@ struct OutputCheck {
   // Integer and bool outputs (always compared exactly): the values there in full, as decimal
   // text, since `got` and `expected` round i64/u64 values above 2^53.
   std::string got_exact, expected_exact;
+  // A dtype MATE does not decode (e.g. float8_e8m0fnu, fp4): compared bit for bit with or without
+  // --exact; got_exact / expected_exact then hold the first differing element's bits in hex, and
+  // the errors are not computed.
+  bool compared_bits = false;
 };
 
 struct CallResult {
