@@ -64,7 +64,8 @@ class _CudaMemory:
     torch.as_tensor wraps without a copy."""
 
     def __init__(self, base, nbytes):
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (base, False), "version": 2}
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (base, False), "strides": None,
+                                        "version": 2}
 
 
 def _cuda_bytes(base, nbytes, device):

@@ -155,7 +155,7 @@ bool same_bits(const std::uint8_t* p, std::int64_t a, const std::uint8_t* q, std
 }
 
 // The `width` bits at bit `at` from `p` (little-endian, as same_bits reads them) as hex: "0x5" for
-// an fp4 element, "0x7f" for a byte, "0x0000803f" for four.
+// an fp4 element, "0x7f" for a byte, "0x3f800000" for the four bytes of the f32 1.0.
 std::string bits_text(const std::uint8_t* p, std::int64_t at, std::int64_t width) {
   auto bit = [&](std::int64_t i) {
     const std::int64_t pos = at + i, byte = pos / 8 - (pos % 8 < 0);
