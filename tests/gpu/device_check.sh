@@ -24,7 +24,7 @@ only=""
 no_gpu=0
 
 all_checks=(carry_packages carry_prefix mate_version test_device test_driver_abi gpu_guard_write_past gpu_ops_compare
-            guard_run_tail guard_run_head unguarded_write python_import torch_memory_debug graph_capture_logging torch2_dtypes python_replay_cuda
+            guard_run_tail guard_run_head unguarded_write python_import torch_memory_debug graph_capture_logging torch2_dtypes python_replay_cuda guard_run_torch pytest_guard_cuda
             sanitizer_catches sanitizer_vs_guard dump_replay_guard torch_load_dump vmm_costs)
 # What each check proves (the table's last column and --list).
 declare -A about=(
@@ -42,6 +42,8 @@ declare -A about=(
   [torch_memory_debug]="pytest tests/gpu/python/test_memory_debug_cuda.py: install_guard_allocator, clean model step equal to the unguarded one, CuPy kernel past a torch tensor caught"
   [torch2_dtypes]="pytest tests/gpu/python/test_torch2_dtypes.py: torch 2.x's float8/float4 dtypes (host and CUDA) logged, dumped, torch.load-ed and replayed from Python"
   [python_replay_cuda]="pytest tests/gpu/python/test_replay_cuda.py: python -m mate replay of Python calls on CUDA tensors (rebuilt on the device), passing and a changed function's mismatch"
+  [guard_run_torch]="pytest tests/gpu/python/test_guard_run_torch.py: mate guard-run -- python on a CUDA torch training step (same result as plain), torch's device allocations guarded, a CuPy write past a torch tensor caught"
+  [pytest_guard_cuda]="pytest tests/gpu/python/test_pytest_guard_cuda.py: pytest --guard-alloc (mate.pytest_plugin) on a project of CUDA torch tests"
   [graph_capture_logging]="pytest tests/gpu/python/test_graph_capture_logging.py: levels 5 and 10 inside torch.cuda.graph read no device memory, the graph replays, the records say why"
   [sanitizer_catches]="compute-sanitizer --tool memcheck on the tail and head programs: reports the invalid write"
   [sanitizer_vs_guard]="clean workload: plain, mate guard-run and compute-sanitizer memcheck times and their ratio"
@@ -402,6 +404,8 @@ check_torch_memory_debug() { gpu_pytest torch_memory_debug test_memory_debug_cud
 check_graph_capture_logging() { gpu_pytest graph_capture_logging test_graph_capture_logging.py; }
 check_torch2_dtypes() { gpu_pytest torch2_dtypes test_torch2_dtypes.py; }
 check_python_replay_cuda() { gpu_pytest python_replay_cuda test_replay_cuda.py; }
+check_guard_run_torch() { gpu_pytest guard_run_torch test_guard_run_torch.py; }
+check_pytest_guard_cuda() { gpu_pytest pytest_guard_cuda test_pytest_guard_cuda.py; }
 
 sanitizer() { command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null; }
 
