@@ -355,6 +355,8 @@ void record_exception_named(CallState* state, std::string type, std::string mess
   state->outcome.exception_message = std::move(message);
 }
 
+int* line_only_in_flight_depth(const CallState* s) noexcept { return is_line_only(s) ? in_flight_depth() : nullptr; }
+
 void end_call(CallState* s) noexcept {
   if (is_line_only(s)) {
     pop_in_flight();

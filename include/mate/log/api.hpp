@@ -161,6 +161,10 @@ void record_exception(CallState* state, const std::type_info* type, const char* 
 // An exception whose type is known by name (a Python exception: "ValueError").
 void record_exception_named(CallState* state, std::string type, std::string message);
 void end_call(CallState* state) noexcept;
+// For a call whose state is the shared one of levels 1 and 2 (its line is all it writes): the
+// thread's count of calls in flight, which is all its end changes (ApiCall decrements it inline,
+// without a call); nullptr for any other state.
+int* line_only_in_flight_depth(const CallState* state) noexcept;
 
 template <class T>
 concept Loggable = requires(const T& v) { detail::to_arg(v); };
@@ -221,6 +225,7 @@ struct OpenRequest {
   std::tuple<Ts...> values;
   int level = 0;         // out: the call's level (0: not logged)
   bool started = false;  // out: its inputs are written already (start() has nothing to do)
+  int* in_flight = nullptr;  // out: line_only_in_flight_depth(state)
 };
 // A call that open() started: the state, and its level, which decides inline which steps of
 // the logging path there are (levels 1 and 2 have none between the line and the end).
@@ -228,6 +233,7 @@ struct Opened {
   CallState* state;
   int level;
   bool started;
+  int* in_flight;
 };
 template <class... Ts>
 void* open_call(void* r) noexcept {
@@ -242,6 +248,7 @@ void* open_call(void* r) noexcept {
         req.name, [](void* c, ArgList& args) { (*static_cast<decltype(collect)*>(c))(args); }, &collect);
     req.level = state != nullptr ? call_level(state) : 0;
     req.started = state != nullptr && call_started(state);
+    req.in_flight = state != nullptr ? line_only_in_flight_depth(state) : nullptr;
     return state;
   } catch (...) {
     return nullptr;  // logging never breaks the call: this one goes unlogged
@@ -310,7 +317,7 @@ class [[nodiscard]] ApiCall {
   ApiCall() noexcept = default;
   // Logging: the call that open() started.
   explicit ApiCall(detail::Opened opened) noexcept
-      : state_(opened.state), level_(opened.level), started_(opened.started) {}
+      : state_(opened.state), in_flight_(opened.in_flight), level_(opened.level), started_(opened.started) {}
 
   // Starts logging a call (at level 1 and above, i.e. after MATE_API's level test): reads the
   // configuration on the first call, collects the inputs (written by start() or run()); nullptr
@@ -321,10 +328,18 @@ class [[nodiscard]] ApiCall {
                                                     Ts... values) {
     detail::OpenRequest<Ts...> req{name, &names, {std::move(values)...}};
     auto* state = static_cast<detail::CallState*>(detail::cold_call(&detail::open_call<Ts...>, &req));
-    return {state, req.level, req.started};
+    return {state, req.level, req.started, req.in_flight};
   }
   ~ApiCall() {
-    if (state_ != nullptr) [[unlikely]] detail::cold_call(&detail::end_call_cold, state_);
+    if (state_ != nullptr) [[unlikely]] {
+      // A line-only call (levels 1 and 2) ends by leaving the thread's calls in flight: done here,
+      // a decrement, instead of a second trip through the trampoline.
+      if (in_flight_ != nullptr) {
+        if (*in_flight_ > 0) --*in_flight_;
+      } else {
+        detail::cold_call(&detail::end_call_cold, state_);
+      }
+    }
   }
   ApiCall(const ApiCall&) = delete;
   ApiCall& operator=(const ApiCall&) = delete;
@@ -417,6 +432,7 @@ class [[nodiscard]] ApiCall {
   }
 
   detail::CallState* state_ = nullptr;
+  int* in_flight_ = nullptr;  // a line-only call's in-flight count (see the destructor)
   int level_ = 0;
   bool started_ = false;
 };
