@@ -205,7 +205,11 @@ Plan make_plan(const ModuleSpec& spec, const std::string& memo_dir) {
   BuildStep link;
   link.output = "module.so";
   link.inputs = objects;
-  link.args = {"-shared"};
+  // A toolchain whose C++ runtime is static puts a copy of it into the module: kept private, as
+  // in MATE's own libraries (CMakeLists.txt), so that its process-wide symbols cannot take over
+  // those of the program's libstdc++.so. One -Xlinker word without commas (nvcc splits its value
+  // at commas; GCC, clang and mcc pass it as it is); nothing changes with a shared runtime.
+  link.args = {"-shared", "-Xlinker", "--exclude-libs=libstdc++.a:libsupc++.a:libstdc++_nonshared.a"};
   if (spec.toolchain != Toolchain::Host) link.args.push_back(kArchFlagsToken);
   link.args.insert(link.args.end(), objects.begin(), objects.end());
   link.args.insert(link.args.end(), {"-o", "module.so"});

@@ -93,6 +93,44 @@ TEST_F(JitLoad, BuildsLoadsAndCallsARenderedHostModule) {
   }
 }
 
+// A toolchain whose C++ runtime is static (here: -static-libstdc++ through MATE_EXTRA_LDFLAGS)
+// puts a copy into the module; the module must not export it (docs/gpu-results.md: an exported
+// copy's process-wide symbols took over those of a libstdc++.so loaded after it).
+TEST_F(JitLoad, AStaticCppRuntimeInAModuleIsNotExported) {
+  ScopedOverride ldflags{Var::MATE_EXTRA_LDFLAGS, "-static-libstdc++"};
+  ModuleSpec spec{.name = "mate_test_static_runtime",
+                  .sources = {{"runtime.cpp", R"(#include <sstream>
+#include <stdexcept>
+#include <string>
+#include "mate/jit/module_abi.h"
+MATE_MODULE_EXPORT int mate_test_parse(const char* text) {
+  try {
+    std::istringstream in(text);
+    int v = 0;
+    if (!(in >> v)) throw std::invalid_argument(std::string("not a number: ") + text);
+    return v;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+)"}}};
+  Module m = load_module(spec);
+  EXPECT_EQ(m.function<int(const char*)>("mate_test_parse")("41"), 41);
+  EXPECT_EQ(m.function<int(const char*)>("mate_test_parse")("x"), -1);
+  void* handle = dlopen(m.path().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(handle, nullptr);
+  for (const char* name : {"__cxa_throw", "__gxx_personality_v0", "_ZNSt6locale7classicEv", "_ZNSt7collateIcE2idE"}) {
+    // Found through the module's handle means exported by it or by one of its dependencies; only
+    // a definition inside the module itself is wrong.
+    if (void* sym = dlsym(handle, name)) {
+      Dl_info info{};
+      ASSERT_NE(dladdr(sym, &info), 0) << name;
+      EXPECT_NE(std::filesystem::path(info.dli_fname), std::filesystem::path(m.path())) << name << " is exported by the module";
+    }
+  }
+  dlclose(handle);
+}
+
 TEST_F(JitLoad, BuildFailureShowsTheFailingCommandAndTheFullOutput) {
   ModuleSpec spec{.name = "broken", .sources = {{"broken.cpp", "int f( {\n"}}};
   try {
