@@ -6,6 +6,7 @@ import ctypes
 import importlib
 import inspect
 import os
+import re
 import runpy
 import sys
 
@@ -69,20 +70,23 @@ class _CudaMemory:
 
 
 def _cuda_bytes(base, nbytes, device):
-    """A torch.uint8 tensor over CUDA memory MATE's device layer rebuilt. It lies in the device's
-    primary context, the one the CUDA runtime (and so torch) uses."""
+    """A torch.uint8 tensor over CUDA memory MATE's device layer rebuilt (on device 0, in its
+    primary context, the one the CUDA runtime and so torch use)."""
     import torch
-    index = int(device.partition(":")[2] or 0)
     if nbytes == 0:
-        return torch.empty(0, dtype=torch.uint8, device=f"cuda:{index}")
-    with torch.cuda.device(index):
-        return torch.as_tensor(_CudaMemory(base, nbytes), device=f"cuda:{index}")
+        return torch.empty(0, dtype=torch.uint8, device=device)
+    flat = torch.as_tensor(_CudaMemory(base, nbytes))  # torch takes the device from the pointer
+    # Never a copy: the function must write the memory replay reads back.
+    if flat.data_ptr() != base or flat.device != torch.device(device):
+        raise RuntimeError(f"the {device} memory rebuilt at {base:#x} came back from torch as {flat.device} "
+                           f"at {flat.data_ptr():#x}: not replayed on a copy")
+    return flat
 
 
 def tensor_over(base, nbytes, offset_bytes, dtype, shape, strides, device):
     """A tensor over rebuilt memory: `nbytes` at `base`, the tensor `offset_bytes` into it, on
     `device` ("cpu" or "cuda:N")."""
-    on_cuda = device.startswith("cuda")
+    on_cuda = re.fullmatch(r"cuda:\d+", device) is not None
     if device != "cpu" and not on_cuda:
         raise RuntimeError(f"replaying a Python call on a {device} tensor from Python is not supported yet: "
                            "run the call's replay on the host or use mate replay with a C++ registration")
@@ -127,9 +131,12 @@ def call_function(function, names, values):
         else:
             args.append(value)
     result = function(*args, **kwargs)
-    # The outputs are read back once this returns: work the function queued on torch's streams
-    # (any stream, blocking or not) must be done by then.
+    # The outputs are read back once this returns: work the function queued on any of torch's
+    # streams (blocking or not) must be done by then, on device 0, where replay rebuilds CUDA
+    # tensors, and on the current device if the function changed it.
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(0)
+        if torch.cuda.current_device() != 0:
+            torch.cuda.synchronize()
     return result

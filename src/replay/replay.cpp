@@ -11,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "mate/device/vendors.hpp"
 #include "mate/dump/call_record.hpp"
 #include "mate/log/arg_json.hpp"
 #include "mate/replay/registry.hpp"
@@ -39,6 +40,11 @@ class DefaultAllocator final : public TensorAllocator {
     }
     device::Backend* b = tensor::backend_for(device);
     if (b == nullptr) throw std::runtime_error("no device backend allocates " + tensor::device_name(device) + " memory");
+    // The device layer drives one device of each kind (ordinal 0): memory made there for a
+    // tensor recorded on another would be handed to the function under the wrong device.
+    if (device.device_id != 0)
+      throw std::runtime_error("the tensor was recorded on " + tensor::device_name(device) + ", and replay rebuilds " +
+                               device::kind_name(tensor::device_kind(m)) + " memory on device 0 only");
     const std::size_t g = b->granularity();
     const std::size_t size = (bytes + g - 1) / g * g;
     std::uintptr_t base = 0;
@@ -155,18 +161,22 @@ bool same_bits(const std::uint8_t* p, std::int64_t a, const std::uint8_t* q, std
 }
 
 // The `width` bits at bit `at` from `p` (little-endian, as same_bits reads them) as hex: "0x5" for
-// an fp4 element, "0x7f" for a byte, "0x3f800000" for the four bytes of the f32 1.0.
+// an fp4 element, "0x7f" for a byte, "0x3f800000" for the four bytes of the f32 1.0. A vector
+// type's element can be megabits wide: past 64 digits the most significant ones are shown, then "...".
 std::string bits_text(const std::uint8_t* p, std::int64_t at, std::int64_t width) {
+  constexpr std::int64_t kMostDigits = 64;
   auto bit = [&](std::int64_t i) {
     const std::int64_t pos = at + i, byte = pos / 8 - (pos % 8 < 0);
     return (p[byte] >> (pos - byte * 8)) & 1;
   };
   std::string s = "0x";
-  for (std::int64_t digit = (width + 3) / 4 - 1; digit >= 0; --digit) {
+  const std::int64_t digits = (width + 3) / 4;
+  for (std::int64_t digit = digits - 1; digit >= 0 && digits - digit <= kMostDigits; --digit) {
     int v = 0;
     for (int b = 3; b >= 0; --b) v = v * 2 + (digit * 4 + b < width ? bit(digit * 4 + b) : 0);
     s += "0123456789abcdef"[v];
   }
+  if (digits > kMostDigits) s += "...";
   return s;
 }
 

@@ -115,6 +115,15 @@ MATE_MODULE_EXPORT int mate_test_parse(const char* text) {
 }
 )"}}};
   Module m = load_module(spec);
+  // The module must carry the runtime (not list libstdc++.so), or there is nothing to check.
+  if (FILE* readelf = popen(("readelf -d '" + m.path() + "' 2>/dev/null").c_str(), "r")) {
+    std::string needed;
+    char line[512];
+    while (fgets(line, sizeof line, readelf) != nullptr) needed += line;
+    pclose(readelf);
+    ASSERT_THAT(needed, HasSubstr("(NEEDED)")) << "readelf did not run";
+    if (needed.find("libstdc++") != std::string::npos) GTEST_SKIP() << "this compiler ignored -static-libstdc++";
+  }
   EXPECT_EQ(m.function<int(const char*)>("mate_test_parse")("41"), 41);
   EXPECT_EQ(m.function<int(const char*)>("mate_test_parse")("x"), -1);
   void* handle = dlopen(m.path().c_str(), RTLD_NOW | RTLD_NOLOAD);

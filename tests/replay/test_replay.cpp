@@ -661,6 +661,24 @@ TEST_F(ReplayTest, DeviceTensorsAreRebuiltOnTheirDevice) {
   EXPECT_EQ(device.releases, 2);
 }
 
+// The device layer drives device 0 of each kind: a tensor recorded on another is an error that
+// says so, never memory on device 0 handed over under the recorded device.
+TEST_F(ReplayTest, ATensorRecordedOnAnotherDeviceThanZeroIsAClearError) {
+  HostBackedDevice device;
+  mate::tensor::set_device_backend(mate::device::Kind::Cuda, &device);
+  F32 x({2}, {1}), out({0}, {1});
+  x.dl.device = out.dl.device = {kDLCUDA, 1};
+  device_probe(&x.dl, &out.dl);
+  auto results = replay();
+  mate::tensor::set_device_backend(mate::device::Kind::Cuda, nullptr);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Error);
+  EXPECT_NE(results[0].message.find("the tensor was recorded on cuda:1, and replay rebuilds cuda memory on device 0 only"),
+            std::string::npos)
+      << results[0].message;
+  EXPECT_EQ(device.releases, device.reserves);
+}
+
 // An in-place call on a device tensor: one device buffer, written once per tensor.
 TEST_F(ReplayTest, InPlaceDeviceTensorsShareOneDeviceBuffer) {
   HostBackedDevice device;

@@ -333,7 +333,9 @@ class [[nodiscard]] ApiCall {
   ~ApiCall() {
     if (state_ != nullptr) [[unlikely]] {
       // A line-only call (levels 1 and 2) ends by leaving the thread's calls in flight: done here,
-      // a decrement, instead of a second trip through the trampoline.
+      // a decrement, instead of a second trip through the trampoline. The count is the opening
+      // thread's: a call ends on the thread it began on (a MATE_API_SCOPE must not be carried to
+      // another thread, e.g. across a coroutine's suspension).
       if (in_flight_ != nullptr) {
         if (*in_flight_ > 0) --*in_flight_;
       } else {
