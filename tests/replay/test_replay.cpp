@@ -99,11 +99,15 @@ class ReplayTest : public ::testing::Test {
     mate::log::reconfigure();
     mate::dump::reconfigure();
   }
+
+ public:  // for helpers outside the fixture
   // Replays with logging off (as `mate replay` runs).
   std::vector<mate::replay::CallResult> replay(const mate::replay::Options& o = {}) {
     dump(0, {});
     return mate::replay::replay_all(dumps(), o);
   }
+
+ protected:
   std::string dumps() const { return (root_ / "dumps").string(); }
 
   void run_workload() {
@@ -644,15 +648,21 @@ void device_probe(const DLTensor* x, DLTensor* out) {
 }
 MATE_REPLAYABLE("t.device_probe", &device_probe);
 
-TEST_F(ReplayTest, DeviceTensorsAreRebuiltOnTheirDevice) {
-  HostBackedDevice device;
+// device_probe dumped with its tensors on `where` (memory of `device`), then replayed.
+std::vector<mate::replay::CallResult> probe_and_replay(ReplayTest& test, HostBackedDevice& device, DLDevice where) {
   mate::tensor::set_device_backend(mate::device::Kind::Cuda, &device);
   F32 x({2}, {1}), out({0}, {1});
-  x.dl.device = out.dl.device = {kDLCUDA, 0};
+  x.dl.device = out.dl.device = where;
   device_probe(&x.dl, &out.dl);
   g_seen_device = kDLCPU;
-  auto results = replay();
+  auto results = test.replay();
   mate::tensor::set_device_backend(mate::device::Kind::Cuda, nullptr);
+  return results;
+}
+
+TEST_F(ReplayTest, DeviceTensorsAreRebuiltOnTheirDevice) {
+  HostBackedDevice device;
+  auto results = probe_and_replay(*this, device, {kDLCUDA, 0});
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].outcome, Outcome::Passed) << mate::replay::format_line(results[0]);
   EXPECT_EQ(g_seen_device, kDLCUDA);
@@ -665,12 +675,7 @@ TEST_F(ReplayTest, DeviceTensorsAreRebuiltOnTheirDevice) {
 // says so, never memory on device 0 handed over under the recorded device.
 TEST_F(ReplayTest, ATensorRecordedOnAnotherDeviceThanZeroIsAClearError) {
   HostBackedDevice device;
-  mate::tensor::set_device_backend(mate::device::Kind::Cuda, &device);
-  F32 x({2}, {1}), out({0}, {1});
-  x.dl.device = out.dl.device = {kDLCUDA, 1};
-  device_probe(&x.dl, &out.dl);
-  auto results = replay();
-  mate::tensor::set_device_backend(mate::device::Kind::Cuda, nullptr);
+  auto results = probe_and_replay(*this, device, {kDLCUDA, 1});
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].outcome, Outcome::Error);
   EXPECT_NE(results[0].message.find("the tensor was recorded on cuda:1, and replay rebuilds cuda memory on device 0 only"),
