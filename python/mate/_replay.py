@@ -101,13 +101,10 @@ def tensor_over(base, nbytes, offset_bytes, dtype, shape, strides, device):
         else:
             flat = torch.frombuffer((ctypes.c_uint8 * max(nbytes, 1)).from_address(base), dtype=torch.uint8)[:nbytes]
         return flat.view(getattr(torch, torch_name)).as_strided(shape, strides, offset_bytes // item)
-    if on_cuda:
+    if on_cuda or dtype not in _NUMPY_DTYPES:  # numpy stands in for torch on the host only
         raise RuntimeError(f"a {device} tensor of dtype {dtype} cannot be rebuilt for Python: this torch "
                            f"({torch.__version__}) has no torch.{torch_name}")
     buffer = (ctypes.c_uint8 * max(nbytes, 1)).from_address(base)
-    if dtype not in _NUMPY_DTYPES:
-        raise RuntimeError(f"a tensor of dtype {dtype} cannot be rebuilt for Python: this torch "
-                           f"({torch.__version__}) has no torch.{torch_name}")
     import numpy
     flat = numpy.frombuffer(buffer, dtype=numpy.uint8)[:nbytes].view(numpy.dtype(_NUMPY_DTYPES[dtype]))
     return numpy.lib.stride_tricks.as_strided(flat[offset_bytes // item:], shape, [s * item for s in strides])

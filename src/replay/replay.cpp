@@ -148,27 +148,27 @@ std::string int128_text(__int128 v) {
   return negative ? "-" + s : s;
 }
 
+// Bit `at` from `base`, little bit-endian as DLPack 1.1 packs sub-byte types (`at` may be
+// negative: a negative stride's elements lie before element (0, ..., 0)).
+int bit_at(const std::uint8_t* base, std::int64_t at) {
+  const std::int64_t byte = at / 8 - (at % 8 < 0), shift = at - byte * 8;  // floor division
+  return (base[byte] >> shift) & 1;
+}
+
 // Whether the `width` bits at bit `a` from `p` equal those at bit `b` from `q` (elements of a
-// packed sub-byte type, little bit-endian as DLPack 1.1 has them; offsets may be negative).
+// packed sub-byte type).
 bool same_bits(const std::uint8_t* p, std::int64_t a, const std::uint8_t* q, std::int64_t b, std::int64_t width) {
-  auto bit = [](const std::uint8_t* base, std::int64_t at) {
-    const std::int64_t byte = at / 8 - (at % 8 < 0), shift = at - byte * 8;  // floor division
-    return (base[byte] >> shift) & 1;
-  };
   for (std::int64_t i = 0; i < width; ++i)
-    if (bit(p, a + i) != bit(q, b + i)) return false;
+    if (bit_at(p, a + i) != bit_at(q, b + i)) return false;
   return true;
 }
 
-// The `width` bits at bit `at` from `p` (little-endian, as same_bits reads them) as hex: "0x5" for
-// an fp4 element, "0x7f" for a byte, "0x3f800000" for the four bytes of the f32 1.0. A vector
-// type's element can be megabits wide: past 64 digits the most significant ones are shown, then "...".
+// The `width` bits at bit `at` from `p` as hex: "0x5" for an fp4 element, "0x7f" for a byte,
+// "0x3f800000" for the four bytes of the f32 1.0. A vector type's element can be megabits wide:
+// past 64 digits the most significant ones are shown, then "...".
 std::string bits_text(const std::uint8_t* p, std::int64_t at, std::int64_t width) {
   constexpr std::int64_t kMostDigits = 64;
-  auto bit = [&](std::int64_t i) {
-    const std::int64_t pos = at + i, byte = pos / 8 - (pos % 8 < 0);
-    return (p[byte] >> (pos - byte * 8)) & 1;
-  };
+  auto bit = [&](std::int64_t i) { return bit_at(p, at + i); };
   std::string s = "0x";
   const std::int64_t digits = (width + 3) / 4;
   for (std::int64_t digit = digits - 1; digit >= 0 && digits - digit <= kMostDigits; --digit) {
