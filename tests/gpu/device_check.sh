@@ -394,7 +394,7 @@ check_python_import() {
 # pytest of one file of tests/gpu/python, for check $1.
 gpu_pytest() {
   ls "$build"/python/mate/_mate*.so >/dev/null 2>&1 || { note="the Python package was not built"; return 77; }
-  PYTHONPATH=$build/python PYTHONUNBUFFERED=1 limited "$python" -m pytest -q -p no:cacheprovider -rs "$root/tests/gpu/python/$2" 2>&1
+  PYTHONPATH=$build/python PYTHONUNBUFFERED=1 limited "$python" -m pytest -q -p no:cacheprovider -rs --durations=0 "$root/tests/gpu/python/$2" 2>&1
   local rc=$?
   note=$(grep -E '[0-9]+ (passed|failed|skipped)' "$(log_of "$1")" | tail -1)
   [ $rc -eq 5 ] && { note="no tests collected"; return 1; }
