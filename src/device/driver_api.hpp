@@ -91,6 +91,7 @@ static_assert(sizeof(MemAccessDesc) == 12);
   X(DevicePrimaryCtxRelease, "DevicePrimaryCtxRelease", "_v2", Result, (Device))           \
   X(CtxGetCurrent, "CtxGetCurrent", "", Result, (Context*))                                  \
   X(CtxSetCurrent, "CtxSetCurrent", "", Result, (Context))                                   \
+  X(CtxGetDevice, "CtxGetDevice", "", Result, (Device*))                                     \
   X(CtxSynchronize, "CtxSynchronize", "", Result, ())                                        \
   X(MemGetAllocationGranularity, "MemGetAllocationGranularity", "", Result,                  \
     (std::size_t*, const MemAllocationProp*, int))                                           \

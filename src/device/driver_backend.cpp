@@ -66,6 +66,7 @@ class VmmBackend final : public DriverBackend {
              std::size_t granularity, DeviceArch arch)
       : api_(std::move(api)),
         device_(device),
+        name_(device == 0 ? kind_name(api_.kind) : std::string(kind_name(api_.kind)) + ":" + std::to_string(device)),
         device_handle_(handle),
         ctx_(ctx),
         granularity_(granularity),
@@ -77,12 +78,37 @@ class VmmBackend final : public DriverBackend {
   }
 
   Kind kind() const noexcept override { return api_.kind; }
-  const char* name() const noexcept override { return kind_name(api_.kind); }
+  const char* name() const noexcept override { return name_.c_str(); }
   std::size_t granularity() const noexcept override { return granularity_; }
   // What cudaMalloc / musaMalloc guarantee.
   std::size_t default_alignment() const noexcept override { return 256; }
 
   int device() const noexcept override { return device_; }
+
+  Status current_device(int* ordinal) noexcept override {
+    driver::Context ctx = nullptr;
+    Result r = api_.CtxGetCurrent(&ctx);
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::CtxGetCurrent)};
+    if (ctx == nullptr) {
+      *ordinal = -1;
+      return Status::success();
+    }
+    driver::Device handle = 0;
+    r = api_.CtxGetDevice(&handle);
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::CtxGetDevice)};
+    // A CUdevice is a handle, not promised to be the ordinal: find the ordinal it stands for.
+    int count = 0;
+    r = api_.DeviceGetCount(&count);
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::DeviceGetCount)};
+    for (int i = 0; i < count; ++i) {
+      driver::Device h = 0;
+      if (api_.DeviceGet(&h, i) == driver::kSuccess && h == handle) {
+        *ordinal = i;
+        return Status::success();
+      }
+    }
+    return invalid("current_device: the current context's device is none of the driver's device ordinals");
+  }
   const char* library() const noexcept override { return api_.library.c_str(); }
   DeviceArch arch() const noexcept override { return arch_; }
   const char* error_name(int code) const noexcept override {
@@ -283,6 +309,7 @@ class VmmBackend final : public DriverBackend {
 
   Api api_;
   int device_;
+  std::string name_;  // "cuda" for device 0 (as before there were others), "cuda:1", ...
   driver::Device device_handle_;
   driver::Context ctx_;
   std::size_t granularity_;

@@ -82,6 +82,7 @@ struct Physical {
   std::size_t size = 0;
   int mappings = 0;
   bool released = false;
+  int device = 0;  // the prop's location id at cuMemCreate
 };
 
 struct Mapping {
@@ -345,6 +346,15 @@ Result fake_CtxSetCurrent(void* ctx) {
   return kSuccess;
 }
 
+Result fake_CtxGetDevice(int* device) {
+  Locked l;
+  if (!l.s.initialized) return kNotInitialized;
+  if (device == nullptr) return kInvalidValue;
+  if (current_context == nullptr) return kInvalidContext;
+  *device = static_cast<int>(current_context - l.s.contexts);
+  return kSuccess;
+}
+
 Result fake_CtxSynchronize() {
   Locked l;
   if (!l.s.initialized) return kNotInitialized;
@@ -415,6 +425,7 @@ Result fake_MemCreate(Handle* handle, std::size_t size, const MemAllocationProp*
   Physical physical;
   physical.fd = fd;
   physical.size = size;
+  physical.device = prop->location.id;
   l.s.physicals.emplace(h, physical);
   *handle = h;
   return kSuccess;
@@ -670,6 +681,7 @@ FAKE_BOTH(DevicePrimaryCtxRetain, (void** ctx, int device), (ctx, device))
 FAKE_BOTH(DevicePrimaryCtxRelease_v2, (int device), (device))
 FAKE_BOTH(CtxGetCurrent, (void** ctx), (ctx))
 FAKE_BOTH(CtxSetCurrent, (void* ctx), (ctx))
+FAKE_BOTH(CtxGetDevice, (int* device), (device))
 FAKE_BOTH(CtxSynchronize, (), ())
 FAKE_BOTH(MemGetAllocationGranularity,
           (std::size_t * granularity, const MemAllocationProp* prop, int option),
@@ -782,6 +794,17 @@ FAKE_EXPORT void fake_driver_copies(long* host_to_device, long* device_to_host, 
 FAKE_EXPORT void fake_driver_set_host_register_error(int code) {
   Locked l;
   l.s.host_register_error = code;
+}
+
+// The device whose physical memory is mapped at `address` (tests of which device an allocation
+// was made on); -1 when nothing is mapped there.
+FAKE_EXPORT int fake_driver_device_of(unsigned long long address) {
+  Locked l;
+  auto it = l.s.mappings.upper_bound(static_cast<std::uintptr_t>(address));
+  if (it == l.s.mappings.begin()) return -1;
+  --it;
+  if (address >= it->first + it->second.size) return -1;
+  return l.s.physicals.at(it->second.handle).device;
 }
 
 // Live objects, for leak checks: reservations, physical allocations, mappings.

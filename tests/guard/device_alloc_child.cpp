@@ -3,24 +3,50 @@
 // under `mate guard-run` they are the preload library's.
 //   device_alloc_child <ok|overflow>
 //   device_alloc_child init-first DRIVER
+//   device_alloc_child device1 DRIVER
 // init-first: calls cuInit of the driver library DRIVER itself before allocating (as libcudart
-// does in its first call); then as ok.
+// does in its first call); then as ok. device1: also makes device 1's primary context current
+// and the runtime's current device 1 (as cudaSetDevice(1) does), then as ok, and prints which
+// device the fake driver placed each allocation on ("driver allocation on device N", "runtime
+// ...").
 #include <dlfcn.h>
 
 #include <cstdio>
 #include <cstring>
 
+// The runtime's current device, as libcudart's cudaGetDevice answers it (the executable exports
+// it: under `mate guard-run` the preload asks it which device a cudaMalloc is for).
+static int g_runtime_device = 0;
+extern "C" __attribute__((visibility("default"))) int cudaGetDevice(int* device) {
+  *device = g_runtime_device;
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const bool init_first = argc == 3 && std::strcmp(argv[1], "init-first") == 0;
-  if (argc != 2 && !init_first) return 2;
-  if (init_first) {
-    void* driver = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+  const bool device1 = argc == 3 && std::strcmp(argv[1], "device1") == 0;
+  if (argc != 2 && !init_first && !device1) return 2;
+  void* driver = nullptr;
+  if (init_first || device1) {
+    driver = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
     using Init = int (*)(unsigned);
     auto cu_init = driver != nullptr ? reinterpret_cast<Init>(dlsym(driver, "cuInit")) : nullptr;
     if (cu_init == nullptr || cu_init(0) != 0) {
       std::fprintf(stderr, "cuInit of %s failed\n", argv[2]);
       return 6;
     }
+  }
+  if (device1) {
+    using Retain = int (*)(void**, int);
+    using SetCurrent = int (*)(void*);
+    auto retain = reinterpret_cast<Retain>(dlsym(driver, "cuDevicePrimaryCtxRetain"));
+    auto set_current = reinterpret_cast<SetCurrent>(dlsym(driver, "cuCtxSetCurrent"));
+    void* ctx = nullptr;
+    if (retain == nullptr || set_current == nullptr || retain(&ctx, 1) != 0 || set_current(ctx) != 0) {
+      std::fprintf(stderr, "making device 1's context current failed\n");
+      return 7;
+    }
+    g_runtime_device = 1;
   }
   using DriverAlloc = int (*)(unsigned long long*, std::size_t);
   using DriverFree = int (*)(unsigned long long);
@@ -37,6 +63,13 @@ int main(int argc, char** argv) {
   unsigned long long d = 0;
   void* r = nullptr;
   if (cu_alloc(&d, 1000) != 0 || cuda_malloc(&r, 500) != 0) return 4;
+  if (device1) {
+    using DeviceOf = int (*)(unsigned long long);
+    auto device_of = reinterpret_cast<DeviceOf>(dlsym(driver, "fake_driver_device_of"));
+    if (device_of == nullptr) return 8;
+    std::printf("driver allocation on device %d\nruntime allocation on device %d\n", device_of(d),
+                device_of(reinterpret_cast<unsigned long long>(r)));
+  }
   std::memset(reinterpret_cast<void*>(d), 1, 1000);  // the "kernel"
   std::memset(r, 2, 500);
   if (std::strcmp(argv[1], "overflow") == 0) reinterpret_cast<char*>(d)[1024] = 1;

@@ -1,8 +1,10 @@
 // Child process for the pluggable-allocator test: loads libmate_guard_hooks.so the way
 // torch.cuda.memory.CUDAPluggableAllocator does (dlopen + dlsym by name) and uses it.
-//   hooks_child <library> <ok|overflow|double_free|device1|device1_overflow>
+//   hooks_child <library> <ok|overflow|double_free|device1|device1_overflow> [FAKE_DRIVER]
 // device1 and device1_overflow allocate on ordinal 1 (run with FAKE_DRIVER_DEVICE_COUNT=2); the
 // others on 0, after checking that ordinal 1 is refused (the fake has one device by default).
+// With FAKE_DRIVER (the fake driver library MATE loaded), prints which device's memory the
+// allocation is ("device N").
 #include <dlfcn.h>
 #include <sys/types.h>
 
@@ -10,7 +12,7 @@
 #include <cstring>
 
 int main(int argc, char** argv) {
-  if (argc != 3) return 2;
+  if (argc != 3 && argc != 4) return 2;
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     std::fprintf(stderr, "dlopen: %s\n", dlerror());
@@ -28,6 +30,13 @@ int main(int argc, char** argv) {
   auto* p = static_cast<unsigned char*>(alloc(1000, device, nullptr));
   if (p == nullptr) return 6;
   std::printf("ptr %p\n", static_cast<void*>(p));
+  if (argc == 4) {
+    void* fake = dlopen(argv[3], RTLD_NOW | RTLD_NOLOAD);
+    using DeviceOf = int (*)(unsigned long long);
+    auto device_of = fake != nullptr ? reinterpret_cast<DeviceOf>(dlsym(fake, "fake_driver_device_of")) : nullptr;
+    if (device_of == nullptr) return 8;
+    std::printf("device %d\n", device_of(reinterpret_cast<unsigned long long>(p)));
+  }
   std::fflush(stdout);
   std::memset(p, 7, 1000);  // the "kernel" writes the whole tensor
   if (std::strcmp(what, "overflow") == 0 || std::strcmp(what, "device1_overflow") == 0) p[1024] = 1;  // past the 256-aligned end: guard

@@ -217,6 +217,28 @@ TEST_F(GuardRun, DeviceAllocationsThroughTheFakeDriverAreGuarded) {
   EXPECT_EQ(run({MATE_DEVICE_ALLOC_CHILD, "ok"}).exit_code, 3);
 }
 
+// A program on device 1 (its context current there, the runtime's current device 1, as after
+// cudaSetDevice(1)) gets device 1's memory from both entry points, each guarded by device 1's
+// allocator; the log and reports name the ordinal. (Before: device 0's memory, whatever the
+// program's device: a kernel on device 1 would have faulted on it.)
+TEST_F(GuardRun, DeviceAllocationsGoToTheProgramsCurrentDevice) {
+  mate::testing::RunOptions options;
+  options.env["MATE_FAKE_DRIVER_PATH"] = MATE_FAKE_DRIVER_LIBRARY;
+  options.env["FAKE_DRIVER_DEVICE_COUNT"] = "2";
+  auto r = run({MATE_BINARY, "guard-run", "--log-allocations", "--", MATE_DEVICE_ALLOC_CHILD, "device1",
+                MATE_FAKE_DRIVER_LIBRARY},
+               options);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("driver allocation on device 1\n"));
+  EXPECT_THAT(r.out, HasSubstr("runtime allocation on device 1\n"));
+  EXPECT_THAT(r.out, HasSubstr("done"));
+  EXPECT_THAT(r.err, HasSubstr(" size 1000 mode tail cuda:1 guard ["));
+  EXPECT_THAT(r.err, HasSubstr(" size 500 mode tail cuda:1 guard ["));
+  EXPECT_THAT(r.err, HasSubstr("size 1000 canary intact"));
+  EXPECT_THAT(r.err, HasSubstr("size 500 canary intact"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("are not guarded")));
+}
+
 // Found on an H100 (docs/gpu-results.md): the program's own cuInit (libcudart's first call)
 // gets a guarded host block from the driver; the guard's device set-up, later, runs the
 // driver's context retain, which reallocates that block from inside the guard's set-up. The

@@ -46,8 +46,12 @@ std::string to_string(DeviceArch arch);
 
 class DriverBackend : public Backend {
  public:
-  // The device ordinal this backend allocates on.
+  // The device ordinal this backend allocates on. name() is the kind's for device 0 ("cuda") and
+  // names the ordinal for the others ("cuda:1"), so that reports say which device.
   virtual int device() const noexcept = 0;
+  // The ordinal of the device whose context is current on the calling thread (any backend of a
+  // driver gives the same answer); -1 when no context is current. Does not change the context.
+  virtual Status current_device(int* ordinal) noexcept = 0;
   // The library that was opened (a soname such as "libcuda.so.1", or the fake's path).
   virtual const char* library() const noexcept = 0;
   virtual DeviceArch arch() const noexcept = 0;

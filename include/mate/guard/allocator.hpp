@@ -269,6 +269,18 @@ GuardAllocator& install_guard_allocator(const GuardAllocatorConfig& config = {})
 void install_fault_handler() noexcept;
 // The installed allocator for `kind`, or nullptr.
 GuardAllocator* installed_guard_allocator(device::Kind kind = device::Kind::Host) noexcept;
+// Device ordinals device_guard_allocator() serves: 0 to kMaxGuardedDevices - 1 (the fault
+// handler searches at most 16 allocators, the host's included).
+inline constexpr int kMaxGuardedDevices = 8;
+// The guarded allocator for device `ordinal` of the driver config.backend names (Cuda or Musa),
+// for entry points that allocate on a given or the current device (the preload's cudaMalloc
+// family, the pluggable hooks): ordinal 0's is the process-wide one (install_guard_allocator);
+// every other ordinal gets its own on its own driver backend (that device's primary context),
+// made with `config` on its first call and kept for the life of the process. nullptr with
+// *error (on every call) when there is none: no driver, an ordinal the driver does not have.
+GuardAllocator* device_guard_allocator(int ordinal, const GuardAllocatorConfig& config, std::string* error);
+// Among the allocators device_guard_allocator() made for `kind`, the one that owns `address`.
+GuardAllocator* device_guard_owning(device::Kind kind, std::uintptr_t address) noexcept;
 // Records that MATE served an unguarded allocation of `kind` (e.g. a framework hook that ran
 // before any install), so a later install is refused as the seed says.
 void note_backend_allocation(device::Kind kind) noexcept;

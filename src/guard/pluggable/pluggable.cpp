@@ -1,11 +1,8 @@
 // libmate_guard_hooks.so: the C ABI of include/mate/guard/pluggable.h over guarded allocators on
-// the selected device driver, one per device ordinal (each on its own driver backend, i.e. that
-// device's primary context), created on the device's first allocation.
+// the selected device driver, one per device ordinal (mate::guard::device_guard_allocator).
 #include "mate/guard/pluggable.h"
 
 #include <cstdio>
-#include <memory>
-#include <mutex>
 #include <string>
 
 #include "mate/config.hpp"
@@ -13,17 +10,6 @@
 #include "mate/guard/allocator.hpp"
 
 namespace {
-
-// At most this many device ordinals; the guard's fault handler searches at most 16 allocators
-// (host included), so the hooks stay below that.
-constexpr int kMaxDevices = 8;
-
-struct PerDevice {
-  std::once_flag once;
-  mate::guard::GuardAllocator* guard = nullptr;
-  std::string error;  // why `guard` is null, said on every refused call
-};
-PerDevice g_devices[kMaxDevices];
 
 mate::guard::GuardAllocatorConfig config_for(mate::device::Kind kind) {
   // Installed already (mate.memory_debug.install_guard_allocator, in this process's libmate.so):
@@ -41,46 +27,25 @@ mate::guard::GuardAllocatorConfig config_for(mate::device::Kind kind) {
   return config;
 }
 
-void install(int device) {
-  PerDevice& slot = g_devices[device];
+// The allocator for `device`, or nullptr after a message naming `who` and why.
+mate::guard::GuardAllocator* guard_for(int device, const char* who) {
+  std::string error;
+  mate::guard::GuardAllocator* guard = nullptr;
   try {
     std::string reason;
     mate::device::DriverBackend* selected = mate::device::driver_backend(&reason);
-    if (selected == nullptr) {
-      slot.error = "no device driver: " + reason;
-      return;
+    if (selected == nullptr)
+      error = "no device driver: " + reason;
+    else {
+      // Read once (each ordinal's allocator is made with it on its first call).
+      static const mate::guard::GuardAllocatorConfig config = config_for(selected->kind());
+      guard = mate::guard::device_guard_allocator(device, config, &error);
     }
-    const auto config = config_for(selected->kind());
-    if (device == selected->device()) {
-      // The process-wide allocator, so describe() and install_guard_allocator() agree on it.
-      slot.guard = &mate::guard::install_guard_allocator(config);
-      return;
-    }
-    // Another ordinal: its own backend and allocator, kept for the life of the process (the
-    // framework frees through them until exit).
-    auto backend = mate::device::open_driver_backend(selected->kind(), device, &reason);
-    if (backend == nullptr) {
-      slot.error = "invalid device " + std::to_string(device) + ": " + reason;
-      return;
-    }
-    slot.guard = new mate::guard::GuardAllocator(*backend.release(), config);
-    mate::guard::install_fault_handler();  // (install_guard_allocator() does it for the others)
-  } catch (const std::exception& e) {
-    slot.error = e.what();
+  } catch (const std::exception& e) {  // a bad MATE_GUARD_* value
+    error = e.what();
   }
-}
-
-// The allocator for `device`, or nullptr after a message naming `who` and why.
-mate::guard::GuardAllocator* guard_for(int device, const char* who) {
-  if (device < 0 || device >= kMaxDevices) {
-    std::fprintf(stderr, "%s: invalid device %d: accepted ordinals are 0 to %d (and only those the driver "
-                 "lists)\n", who, device, kMaxDevices - 1);
-    return nullptr;
-  }
-  PerDevice& slot = g_devices[device];
-  std::call_once(slot.once, install, device);
-  if (slot.guard == nullptr) std::fprintf(stderr, "%s: %s\n", who, slot.error.c_str());
-  return slot.guard;
+  if (guard == nullptr) std::fprintf(stderr, "%s: %s\n", who, error.c_str());
+  return guard;
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // The device runtime's and driver's plain allocation entry points, interposed by the preload
 // library of `mate guard-run`: cudaMalloc/cudaFree, cudaMallocAsync/cudaFreeAsync,
-// cuMemAlloc_v2/cuMemFree_v2 and the MUSA names. The first device allocation installs the
-// process-wide guarded allocator on the driver MATE_DEVICE_DRIVER selects (device 0), with the
-// mode and flags `mate guard-run` was given. Anything the guard does not serve (no driver, a
+// cuMemAlloc_v2/cuMemFree_v2 and the MUSA names. Each allocation is served by the guarded
+// allocator of the device it is for (the runtime's current device, or the current context's),
+// on the driver MATE_DEVICE_DRIVER selects, made on that device's first allocation with the mode
+// and flags `mate guard-run` was given (mate::guard::device_guard_allocator). Anything the guard does not serve (no driver, a
 // pointer it did not return, the other vendor's calls) goes to the next definition (RTLD_NEXT).
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "mate/device/driver.hpp"
+#include "mate/device/vendors.hpp"
 #include "mate/guard/allocator.hpp"
 #include "guard/preload/preload_state.hpp"
 
@@ -30,30 +33,70 @@ constexpr int kOutOfMemory = 2;
 constexpr int kNotInitialized = 3;
 constexpr int kCaptureUnsupported = 900;
 
-GuardAllocator* device_guard(Kind kind) noexcept {
+// The configuration device guards are made with (the bootstrap's, on the driver
+// MATE_DEVICE_DRIVER selects), or nullptr when there is no driver (said once).
+const mate::guard::GuardAllocatorConfig* device_config() noexcept {
   static std::once_flag once;
-  static GuardAllocator* guard = nullptr;
-  if (inside_flag()) return nullptr;
+  static mate::guard::GuardAllocatorConfig config;
+  static bool ready = false;
   std::call_once(once, [] {
     const mate::guard::GuardAllocatorConfig* bootstrap = mate::guard::preload::bootstrap_config();
     if (bootstrap == nullptr) return;
     Inside inside;
-    try {
-      std::string reason;
-      mate::device::DriverBackend* selected = mate::device::driver_backend(&reason);
-      if (selected == nullptr) {
-        std::fprintf(stderr, "mate guard-run: device allocations are not guarded: %s\n", reason.c_str());
-        return;
-      }
-      mate::guard::GuardAllocatorConfig config = *bootstrap;
-      config.backend = selected->kind();
-      config.map_entry_limit = 0;  // device mappings take no host memory-map entries
-      guard = &mate::guard::install_guard_allocator(config);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "mate guard-run: device allocations are not guarded: %s\n", e.what());
+    std::string reason;
+    const mate::device::DriverBackend* selected = mate::device::driver_backend(&reason);
+    if (selected == nullptr) {
+      std::fprintf(stderr, "mate guard-run: device allocations are not guarded: %s\n", reason.c_str());
+      return;
     }
+    config = *bootstrap;
+    config.backend = selected->kind();
+    config.map_entry_limit = 0;  // device mappings take no host memory-map entries
+    ready = true;
   });
-  return guard != nullptr && guard->backend().kind() == kind ? guard : nullptr;
+  return ready ? &config : nullptr;
+}
+
+// The device an allocation through `kind`'s runtime API (`runtime`) or driver API goes to: the
+// runtime's current device (cudaGetDevice / musaGetDevice, when the runtime is in the global
+// scope), else the device of the thread's current context, else device 0 (the runtime's default;
+// a driver-API call without a context, which the real driver refuses, is served there too).
+int current_ordinal(Kind kind, bool runtime) noexcept {
+  int ordinal = -1;
+  if (runtime) {
+    using GetDevice = int (*)(int*);
+    GetDevice get = nullptr;
+    {
+      Inside inside;  // dlsym's own allocations
+      get = reinterpret_cast<GetDevice>(dlsym(RTLD_DEFAULT, kind == Kind::Cuda ? "cudaGetDevice" : "musaGetDevice"));
+    }
+    // Called as the program would (its allocations the program's): it may start the runtime.
+    if (get != nullptr && get(&ordinal) == kSuccess && ordinal >= 0) return ordinal;
+  }
+  Inside inside;
+  if (mate::device::DriverBackend* selected = mate::device::driver_backend();
+      selected != nullptr && selected->current_device(&ordinal).ok() && ordinal >= 0)
+    return ordinal;
+  return 0;
+}
+
+// The guard of device `ordinal`, or nullptr (no driver, another vendor's call, an ordinal
+// without a guard: said once per ordinal).
+GuardAllocator* device_guard(Kind kind, int ordinal) noexcept {
+  if (inside_flag()) return nullptr;
+  const mate::guard::GuardAllocatorConfig* config = device_config();
+  if (config == nullptr || config->backend != kind) return nullptr;
+  Inside inside;
+  std::string error;
+  GuardAllocator* guard = mate::guard::device_guard_allocator(ordinal, *config, &error);
+  if (guard == nullptr) {
+    static std::atomic<unsigned> said{0};  // one bit per ordinal below 32
+    const unsigned bit = ordinal >= 0 && ordinal < 32 ? 1u << ordinal : 1u << 31;
+    if ((said.fetch_or(bit) & bit) == 0)
+      std::fprintf(stderr, "mate guard-run: %s allocations on device %d are not guarded: %s\n",
+                   mate::device::kind_name(kind), ordinal, error.c_str());
+  }
+  return guard;
 }
 
 template <class Fn>
@@ -62,9 +105,11 @@ Fn next(const char* name) noexcept {
   return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
 }
 
-// Returns true when the guard served the allocation (result in *code).
-bool guarded_alloc(Kind kind, std::uintptr_t* out, std::size_t bytes, void* stream, int* code) noexcept {
-  GuardAllocator* guard = device_guard(kind);
+// Returns true when the guard served the allocation (result in *code). `runtime`: a runtime-API
+// call (its current device is the runtime's), else a driver-API one (the current context's).
+bool guarded_alloc(Kind kind, bool runtime, std::uintptr_t* out, std::size_t bytes, void* stream, int* code) noexcept {
+  if (inside_flag() || device_config() == nullptr) return false;
+  GuardAllocator* guard = device_guard(kind, current_ordinal(kind, runtime));
   if (guard == nullptr) return false;
   Inside inside;
   auto r = guard->allocate(bytes, 0, stream);
@@ -79,10 +124,11 @@ bool guarded_alloc(Kind kind, std::uintptr_t* out, std::size_t bytes, void* stre
 }
 
 bool guarded_free(Kind kind, std::uintptr_t ptr, void* stream, int* code) noexcept {
-  GuardAllocator* guard = device_guard(kind);
-  if (guard == nullptr || ptr == 0) return false;
+  if (ptr == 0 || inside_flag()) return false;
   Inside inside;
-  if (!guard->owns(ptr)) return false;
+  // Freed through whichever device's guard made it (a free needs no particular current device).
+  GuardAllocator* guard = mate::guard::device_guard_owning(kind, ptr);
+  if (guard == nullptr) return false;
   auto result = guard->deallocate(ptr, stream);
   // CanaryNotChecked: the memory was freed; the unreadable canary is already reported.
   *code = result == mate::guard::FreeResult::Capturing ? kCaptureUnsupported
@@ -101,7 +147,7 @@ bool guarded_free(Kind kind, std::uintptr_t ptr, void* stream, int* code) noexce
   MATE_EXPORT int alloc_name(unsigned long long* dptr, std::size_t bytes) {                   \
     std::uintptr_t p = 0;                                                                      \
     int code = kSuccess;                                                                       \
-    if (guarded_alloc(kind, &p, bytes, nullptr, &code)) {                                      \
+    if (guarded_alloc(kind, false, &p, bytes, nullptr, &code)) {                               \
       if (code == kSuccess) *dptr = p;                                                         \
       return code;                                                                             \
     }                                                                                          \
@@ -121,7 +167,7 @@ bool guarded_free(Kind kind, std::uintptr_t ptr, void* stream, int* code) noexce
   MATE_EXPORT int alloc_name(void** ptr, std::size_t bytes) {                                            \
     std::uintptr_t p = 0;                                                                                \
     int code = kSuccess;                                                                                 \
-    if (guarded_alloc(kind, &p, bytes, nullptr, &code)) {                                                \
+    if (guarded_alloc(kind, true, &p, bytes, nullptr, &code)) {                                          \
       if (code == kSuccess) *ptr = reinterpret_cast<void*>(p);                                           \
       return code;                                                                                       \
     }                                                                                                    \
@@ -137,7 +183,7 @@ bool guarded_free(Kind kind, std::uintptr_t ptr, void* stream, int* code) noexce
   MATE_EXPORT int alloc_async(void** ptr, std::size_t bytes, void* stream) {                             \
     std::uintptr_t p = 0;                                                                                \
     int code = kSuccess;                                                                                 \
-    if (guarded_alloc(kind, &p, bytes, stream, &code)) {                                                 \
+    if (guarded_alloc(kind, true, &p, bytes, stream, &code)) {                                           \
       if (code == kSuccess) *ptr = reinterpret_cast<void*>(p);                                           \
       return code;                                                                                       \
     }                                                                                                    \

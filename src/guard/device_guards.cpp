@@ -1,0 +1,74 @@
+// One guarded allocator per device ordinal, for the entry points that allocate on "the current
+// device" or on a device they are told (the preload's cudaMalloc family, the pluggable hooks):
+// device 0's is the process-wide allocator install_guard_allocator() makes; every other ordinal
+// gets its own on its own driver backend (that device's primary context), made on its first
+// allocation and kept for the life of the process (memory it served is freed through it until
+// exit).
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "mate/device/driver.hpp"
+#include "mate/device/vendors.hpp"
+#include "mate/guard/allocator.hpp"
+
+namespace mate::guard {
+
+namespace {
+
+struct PerDevice {
+  std::once_flag once;
+  std::atomic<GuardAllocator*> guard{nullptr};
+  std::string error;  // why `guard` is null; written once, inside `once`
+};
+PerDevice g_devices[device::kKindCount][kMaxGuardedDevices];
+
+void install(PerDevice& slot, int ordinal, const GuardAllocatorConfig& config) {
+  try {
+    if (ordinal == 0) {
+      slot.guard = &install_guard_allocator(config);
+      return;
+    }
+    std::string reason;
+    auto backend = device::open_driver_backend(config.backend, ordinal, &reason);
+    if (backend == nullptr) {
+      slot.error = "invalid device " + std::to_string(ordinal) + ": " + reason;
+      return;
+    }
+    slot.guard = new GuardAllocator(*backend.release(), config);
+    install_fault_handler();  // (install_guard_allocator() does it for device 0's)
+  } catch (const std::exception& e) {
+    slot.error = e.what();
+  }
+}
+
+}  // namespace
+
+GuardAllocator* device_guard_allocator(int ordinal, const GuardAllocatorConfig& config, std::string* error) {
+  if (config.backend == device::Kind::Host) {
+    if (error != nullptr) *error = "device_guard_allocator: host memory has no device ordinals";
+    return nullptr;
+  }
+  if (ordinal < 0 || ordinal >= kMaxGuardedDevices) {
+    if (error != nullptr)
+      *error = "invalid device " + std::to_string(ordinal) + ": accepted ordinals are 0 to " +
+               std::to_string(kMaxGuardedDevices - 1) + " (and only those the driver lists)";
+    return nullptr;
+  }
+  PerDevice& slot = g_devices[device::kind_index(config.backend)][ordinal];
+  std::call_once(slot.once, [&] { install(slot, ordinal, config); });
+  GuardAllocator* guard = slot.guard.load(std::memory_order_acquire);
+  if (guard == nullptr && error != nullptr) *error = slot.error;
+  return guard;
+}
+
+GuardAllocator* device_guard_owning(device::Kind kind, std::uintptr_t address) noexcept {
+  if (kind == device::Kind::Host) return nullptr;
+  for (PerDevice& slot : g_devices[device::kind_index(kind)]) {
+    GuardAllocator* guard = slot.guard.load(std::memory_order_acquire);
+    if (guard != nullptr && guard->owns(address)) return guard;
+  }
+  return nullptr;
+}
+
+}  // namespace mate::guard
