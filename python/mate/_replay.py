@@ -70,8 +70,8 @@ class _CudaMemory:
 
 
 def _cuda_bytes(base, nbytes, device):
-    """A torch.uint8 tensor over CUDA memory MATE's device layer rebuilt (on device 0, in its
-    primary context, the one the CUDA runtime and so torch use)."""
+    """A torch.uint8 tensor over CUDA memory MATE's device layer rebuilt (on the tensor's device,
+    in its primary context, the one the CUDA runtime and so torch use)."""
     import torch
     if nbytes == 0:
         return torch.empty(0, dtype=torch.uint8, device=device)
@@ -129,11 +129,28 @@ def call_function(function, names, values):
             args.append(value)
     result = function(*args, **kwargs)
     # The outputs are read back once this returns: work the function queued on any of torch's
-    # streams (blocking or not) must be done by then, on device 0, where replay rebuilds CUDA
-    # tensors, and on the current device if the function changed it.
+    # streams (blocking or not) must be done by then, on each device replay rebuilt a tensor on,
+    # and on the current device (the function may have changed it).
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize(0)
-        if torch.cuda.current_device() != 0:
-            torch.cuda.synchronize()
+        for index in sorted(_cuda_devices(values) | {torch.cuda.current_device()}):
+            torch.cuda.synchronize(index)
     return result
+
+
+def _cuda_devices(values):
+    """The indices of the CUDA devices of the torch tensors among `values` (lists, tuples and
+    dicts included)."""
+    torch = sys.modules["torch"]
+    found = set()
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, torch.Tensor):
+            if v.is_cuda:
+                found.add(v.device.index)
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    return found

@@ -42,6 +42,20 @@ nlohmann::json exact_value(const std::string& text, double approximate) {
 
 // --rtol and --atol. CLI11's NonNegativeNumber accepts nan (every element would then fail) and
 // words its range with DBL_MAX written out in 300 digits.
+// --device: a device ordinal, as a plain number (the kind is each tensor's own).
+CLI::Validator device_ordinal() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int v = -1;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || end != text.data() + text.size() || ec != std::errc() || v < 0 || v > 1023)
+          return "'" + text + "' is not a device ordinal; accepted: a number from 0 to 1023 (--device 0 for cuda:0 " +
+                 "and musa:0: each tensor keeps its kind)";
+        return "";
+      },
+      "ORDINAL");
+}
+
 CLI::Validator tolerance_value() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -99,6 +113,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
     std::string dir, filter, guard_mode;
     std::vector<std::string> libs;
     double rtol = -1, atol = -1;
+    int device = -1;
     bool exact = false, json = false, guard_alloc = false;
   };
   auto f = std::make_shared<Flags>();
@@ -111,6 +126,9 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       ->check(tolerance_value());
   cmd->add_option("--atol", f->atol, "Absolute tolerance (default per dtype)")->check(tolerance_value());
   cmd->add_flag("--exact", f->exact, "Compare outputs bit for bit");
+  cmd->add_option("--device", f->device,
+                  "Replay every CUDA/MUSA tensor on this device ordinal (default: the device it was recorded on)")
+      ->check(device_ordinal());
   cmd->add_flag("--json", f->json, "Print the results as JSON");
   cmd->add_flag("--guard-alloc", f->guard_alloc, "Allocate the rebuilt tensors with the guarded allocator");
   cmd->add_option("--guard-mode", f->guard_mode, "Guard placement with --guard-alloc: tail (overruns) or head (underruns)")
@@ -156,6 +174,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
     if (f->rtol >= 0) options.rtol = f->rtol;
     if (f->atol >= 0) options.atol = f->atol;
     options.exact = f->exact;
+    if (f->device >= 0) options.device = f->device;
     options.allocator = guarded.get();
     // The replayed calls log as MATE_LOGLEVEL says (capped at 5 by replay: no dumps of the
     // replayed calls), but never onto stdout, which carries the results (and the JSON).

@@ -507,6 +507,38 @@ DriverBackend* driver_backend_for(Kind kind) {
   return opened->backend[i];
 }
 
+DriverBackend* driver_backend_for(Kind kind, int device, std::string* reason) {
+  if (device == 0) {
+    DriverBackend* b = driver_backend_for(kind);
+    if (b == nullptr && reason != nullptr) {
+      std::string why;
+      driver_backend(&why);  // why the selected driver is missing ("" when it is another kind's)
+      *reason = std::string("no ") + kind_name(kind) + " driver backend" + (why.empty() ? "" : ": " + why);
+    }
+    return b;
+  }
+  if (kind == Kind::Host) {
+    if (reason != nullptr) *reason = "host memory has no device ordinals";
+    return nullptr;
+  }
+  if (const std::string choice = config::device_driver(); choice != "auto" && choice != kind_name(kind)) {
+    if (reason != nullptr) *reason = "MATE_DEVICE_DRIVER=" + choice + " selects another driver";
+    return nullptr;
+  }
+  // Opened once per ordinal and kept, like the process-wide backend (a mutex, not call_once: see
+  // driver_backend_for(kind)).
+  struct Opened {
+    std::mutex mutex;
+    std::map<std::pair<std::size_t, int>, std::pair<DriverBackend*, std::string>> by_device;
+  };
+  static Opened* const opened = new Opened;  // never destroyed, like the backends
+  std::lock_guard<std::mutex> lock(opened->mutex);
+  auto [it, first] = opened->by_device.try_emplace({kind_index(kind), device});
+  if (first) it->second.first = open_driver_backend(kind, device, &it->second.second).release();
+  if (it->second.first == nullptr && reason != nullptr) *reason = it->second.second;
+  return it->second.first;
+}
+
 std::uint64_t device_memory_mapped_count(Kind kind) noexcept {
   if (kind == Kind::Host) return 0;
   return g_mapped_count[kind_index(kind)].load(std::memory_order_relaxed);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -149,33 +150,39 @@ bool write_outputs_text(CallState& s, Event event) {
   return true;
 }
 
-// Marks in `kinds` the device kinds whose memory describing `args` would read (stats, dumps).
-void device_kinds(const std::vector<Arg>& args, bool (&kinds)[device::kKindCount]) {
+// The devices (CUDA/MUSA kind and ordinal) whose memory describing `args` would read (stats,
+// dumps), each once.
+void devices_of(const std::vector<Arg>& args, std::vector<DLDevice>& out) {
   for (const Arg& a : args) {
-    if (a.kind == Arg::Kind::List) device_kinds(a.items, kinds);
+    if (a.kind == Arg::Kind::List) devices_of(a.items, out);
     if (a.kind != Arg::Kind::Tensor || !a.tensor) continue;
     const tensor::Memory m = a.tensor->view().memory();
-    if (m != tensor::Memory::Host && m != tensor::Memory::Other)
-      kinds[device::kind_index(tensor::device_kind(m))] = true;
+    if (m == tensor::Memory::Host || m == tensor::Memory::Other) continue;
+    const DLDevice d = a.tensor->view().device();
+    if (std::none_of(out.begin(), out.end(), [&](DLDevice o) { return o.device_type == d.device_type && o.device_id == d.device_id; }))
+      out.push_back(d);
   }
 }
 
 // While alive, no device memory is read for a record of `s` whose stream is being captured
 // into a CUDA/MUSA graph: a synchronous read there is illegal and would invalidate the
-// capture. Asks the backend of each device kind among `args` (one or two driver calls per kind
-// and record, at level 5 and above only, and only for records with device tensors); the records
-// then show metadata only, each device tensor saying why ("stats skipped: CUDA graph capture in
-// progress"), and the dump hook saves no data for them.
+// capture. Asks the backend of each device among `args` (one or two driver calls per device
+// and record, at level 5 and above only, and only for records with device tensors); when one
+// device of a kind is capturing, the records show metadata only for every tensor of that kind,
+// each saying why ("stats skipped: CUDA graph capture in progress"), and the dump hook saves no
+// data for them.
 class CaptureScope {
  public:
   CaptureScope(const CallState& s, const std::vector<Arg>& args) {
     if (s.settings->level < 5) return;
-    bool kinds[device::kKindCount] = {};
-    device_kinds(args, kinds);
-    for (std::size_t i = 0; i < device::kKindCount; ++i) {
-      if (!kinds[i]) continue;
-      const auto kind = static_cast<device::Kind>(i);
-      device::Backend* backend = tensor::device_backend(kind);
+    std::vector<DLDevice> devices;
+    devices_of(args, devices);
+    for (const DLDevice d : devices) {
+      const device::Kind kind = tensor::device_kind(tensor::memory_of(d));
+      const std::size_t i = device::kind_index(kind);
+      if (skipped_[i]) continue;  // another device of this kind is capturing: none is read
+      // The device's own backend: the default (legacy) stream asked about below is per device.
+      device::Backend* backend = tensor::backend_for(d);
       if (backend == nullptr) continue;  // nothing can be read anyway: the record says so
       // The call's stream, and the default (legacy) stream when another was named: a
       // synchronous copy goes through the legacy stream, which a capturing blocking stream

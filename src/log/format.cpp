@@ -46,7 +46,7 @@ void add_stats(const Arg& a, ordered_json& j) {
     }
     j["stats"] = std::move(s);
   } else {
-    // "stats unavailable: no backend for cuda" -> "no backend for cuda"; "stats skipped: CUDA
+    // "stats unavailable: no backend for cuda:0" -> "no backend for cuda:0"; "stats skipped: CUDA
     // graph capture in progress" -> "skipped: CUDA graph capture in progress".
     constexpr std::string_view kPrefix = "stats unavailable: ", kStats = "stats ";
     std::string_view why = r.unavailable;

@@ -20,16 +20,28 @@ class GuardTensorAllocator final : public TensorAllocator {
     guard::GuardAllocatorConfig config;
     config.mode = mode_;
     config.backend = tensor::device_kind(m);
-    guard::GuardAllocator& allocator = guard::install_guard_allocator(config);  // throws GuardError with the reason
-    guard::AllocResult r = allocator.allocate(bytes);
+    guard::GuardAllocator* allocator = nullptr;
+    if (m == tensor::Memory::Host) {
+      allocator = &guard::install_guard_allocator(config);  // throws GuardError with the reason
+    } else {
+      // The guard of the tensor's own device ordinal (device 0's is the process-wide one).
+      std::string error;
+      allocator = guard::device_guard_allocator(device.device_id, config, &error);
+      if (allocator == nullptr)
+        throw std::runtime_error("no guarded allocator for " + tensor::device_name(device) + " memory: " + error +
+                                 "; --device N replays every device tensor on device N instead");
+    }
+    guard::AllocResult r = allocator->allocate(bytes);
     if (!r) throw std::runtime_error(std::string("guarded allocation of ") + std::to_string(bytes) + " bytes failed: " + (r.message ? r.message : "?"));
     return r.ptr;
   }
 
   void deallocate(DLDevice device, std::uintptr_t address, std::size_t) noexcept override {
     // Frees check the canaries: an overrun that stayed inside the mapping is reported here.
-    if (guard::GuardAllocator* a = guard::installed_guard_allocator(tensor::device_kind(tensor::memory_of(device))))
-      a->deallocate(address);
+    const device::Kind kind = tensor::device_kind(tensor::memory_of(device));
+    guard::GuardAllocator* a =
+        kind == device::Kind::Host ? guard::installed_guard_allocator(kind) : guard::device_guard_owning(kind, address);
+    if (a != nullptr) a->deallocate(address);
   }
 
  private:

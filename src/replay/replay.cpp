@@ -38,13 +38,12 @@ class DefaultAllocator final : public TensorAllocator {
       if (p == nullptr) throw std::runtime_error("out of host memory for " + std::to_string(bytes) + " bytes");
       return reinterpret_cast<std::uintptr_t>(p);
     }
-    device::Backend* b = tensor::backend_for(device);
-    if (b == nullptr) throw std::runtime_error("no device backend allocates " + tensor::device_name(device) + " memory");
-    // The device layer drives one device of each kind (ordinal 0): memory made there for a
-    // tensor recorded on another would be handed to the function under the wrong device.
-    if (device.device_id != 0)
-      throw std::runtime_error("the tensor was recorded on " + tensor::device_name(device) + ", and replay rebuilds " +
-                               device::kind_name(tensor::device_kind(m)) + " memory on device 0 only");
+    // The backend of the tensor's own device ordinal: its memory is made on that device.
+    std::string why;
+    device::Backend* b = tensor::backend_for(device, &why);
+    if (b == nullptr)
+      throw std::runtime_error("the tensor was recorded on " + tensor::device_name(device) + ", which replay cannot make memory on here (" +
+                               why + "); --device N replays every device tensor on device N instead");
     const std::size_t g = b->granularity();
     const std::size_t size = (bytes + g - 1) / g * g;
     std::uintptr_t base = 0;
@@ -71,6 +70,14 @@ class DefaultAllocator final : public TensorAllocator {
     }
   }
 };
+
+// `arg`'s stored tensor, moved to options.device when that is set and the tensor is device memory.
+dump::TensorRecord load_on_device(const CallRecord& call, const RecordedArg& arg, const Options& options) {
+  dump::TensorRecord t = dump::load_tensor(call, arg);
+  const tensor::Memory m = tensor::memory_of(t.device);
+  if (options.device && m != tensor::Memory::Host && m != tensor::Memory::Other) t.device.device_id = *options.device;
+  return t;
+}
 
 bool kind_matches(ParamKind p, const RecordedArg& a) {
   using K = RecordedArg::Kind;
@@ -384,7 +391,7 @@ CallResult run_call(const CallRecord& call, const Options& o) {
     Value& v = values[k];
     v.recorded = &a;
     if (a.kind == K::Tensor) {
-      sources[k] = detail::TensorSource{dump::load_tensor(call, a), keeps_layout ? detail::recorded_range(a) : std::nullopt};
+      sources[k] = detail::TensorSource{load_on_device(call, a, o), keeps_layout ? detail::recorded_range(a) : std::nullopt};
     } else if (a.kind == K::None) {
       v.null_string = true;
     } else if (p == ParamKind::UInt) {
@@ -427,7 +434,7 @@ CallResult run_call(const CallRecord& call, const Options& o) {
       }
       if (out.kind == K::Tensor && ret->kind == K::Tensor && ret->tensor) {
         // A returned tensor (Python functions return their results): compared where it lives.
-        r.outputs.push_back(compare("return", dump::load_tensor(call, out), ret->tensor->dl(), o));
+        r.outputs.push_back(compare("return", load_on_device(call, out, o), ret->tensor->dl(), o));
         continue;
       }
       if (out.kind == K::List && ret->kind == K::List) {
@@ -441,7 +448,7 @@ CallResult run_call(const CallRecord& call, const Options& o) {
           const RecordedArg& want = out.items[i];
           const log::Arg& got = ret->items[i];
           if (want.kind == K::Tensor && got.kind == K::Tensor && got.tensor)
-            r.outputs.push_back(compare("return[" + std::to_string(i) + "]", dump::load_tensor(call, want), got.tensor->dl(), o));
+            r.outputs.push_back(compare("return[" + std::to_string(i) + "]", load_on_device(call, want, o), got.tensor->dl(), o));
           else if (want.kind != K::Tensor && want.kind != K::List && want.kind != K::None) {
             r.outputs.push_back(compare_scalar(want, got, o));
             r.outputs.back().name = "return[" + std::to_string(i) + "]";
@@ -460,7 +467,7 @@ CallResult run_call(const CallRecord& call, const Options& o) {
       r.message = "output " + out.name + " is not a tensor argument of the call, so it cannot be compared";
       return r;
     }
-    r.outputs.push_back(compare(out.name, dump::load_tensor(call, out), tensors[k]->dl, o));
+    r.outputs.push_back(compare(out.name, load_on_device(call, out, o), tensors[k]->dl, o));
   }
   if (r.outputs.empty()) {
     r.outcome = Outcome::NoReference;

@@ -49,11 +49,23 @@ const std::string* device_reads_skipped(device::Kind kind) noexcept {
   return skipped_reads[device::kind_index(kind)];
 }
 
-device::Backend* backend_for(DLDevice d) noexcept {
+device::Backend* backend_for(DLDevice d, std::string* reason) noexcept {
   const Memory m = memory_of(d);
   if (m == Memory::Host) return &device::host_backend();
-  if (m == Memory::Other) return nullptr;
-  return device_backend(device_kind(m));
+  if (m == Memory::Other) {
+    if (reason != nullptr) *reason = "MATE reads no " + device_name(d) + " memory";
+    return nullptr;
+  }
+  const device::Kind kind = device_kind(m);
+  if (device::Backend* b = backends[device::kind_index(kind)].load(std::memory_order_acquire)) return b;
+  try {
+    std::string why;
+    if (device::DriverBackend* driver = device::driver_backend_for(kind, d.device_id, &why)) return driver;
+    if (reason != nullptr) *reason = why;
+  } catch (const std::exception& e) {  // a bad MATE_DEVICE_DRIVER: reported, never thrown at the host program
+    if (reason != nullptr) *reason = e.what();
+  }
+  return nullptr;
 }
 
 std::string copy_extent_out(const TensorView& t, ByteSink sink, void* context, const CopyOptions& options) {
@@ -81,8 +93,10 @@ std::string copy_extent_out(const TensorView& t, ByteSink sink, void* context, c
   }
   if (m == Memory::Other) return "memory of device " + device_name(t.device()) + " cannot be read";
   if (const std::string* why = device_reads_skipped(device_kind(m))) return "not read: " + *why;
-  device::Backend* backend = options.backend ? options.backend : device_backend(device_kind(m));
-  if (backend == nullptr) return "no device backend reads " + device_name(t.device()) + " memory";
+  std::string why;
+  device::Backend* backend = options.backend ? options.backend : backend_for(t.device(), &why);
+  if (backend == nullptr)
+    return "no device backend reads " + device_name(t.device()) + " memory" + (why.empty() ? "" : " (" + why + ")");
   std::vector<std::uint8_t> staging(std::min(chunk, total));
   for (std::size_t done = 0; done < total;) {
     const std::size_t n = std::min(staging.size(), total - done);
@@ -113,8 +127,9 @@ std::string copy_bytes_in(DLDevice d, std::uintptr_t at, const void* bytes, std:
     std::memcpy(reinterpret_cast<void*>(at), bytes, count);
     return "";
   }
-  device::Backend* b = backend_for(d);
-  if (b == nullptr) return "no device backend writes " + device_name(d) + " memory";
+  std::string why;
+  device::Backend* b = backend_for(d, &why);
+  if (b == nullptr) return "no device backend writes " + device_name(d) + " memory" + (why.empty() ? "" : " (" + why + ")");
   device::Status st = b->write(at, bytes, count);
   if (!st.ok()) return std::string("copy to ") + device_name(d) + " failed (" + (st.what ? st.what : "?") + ")";
   return "";

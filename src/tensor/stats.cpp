@@ -377,9 +377,10 @@ StatsResult compute_stats(const TensorView& t, const StatsOptions& options) {
     r.unavailable = "stats skipped: " + *why;
     return r;
   }
-  device::Backend* b = device_backend(device_kind(m));
+  // (Why there is none, the same for every tensor of the device, is `mate version`'s to say.)
+  device::Backend* b = backend_for(t.device());
   if (b == nullptr) {
-    r.unavailable = std::string("stats unavailable: no backend for ") + device::kind_name(device_kind(m));
+    r.unavailable = "stats unavailable: no backend for " + device_name(t.device());
     return r;
   }
   return compute_stats(t, *b, options);

@@ -10,15 +10,19 @@
 //   sample_producer uint   increment_u64 on values above the largest i64
 //   sample_producer bool   invert_bool
 //   sample_producer e8m0   double_e8m0 on three float8_e8m0fnu scales (DLPack code 14)
+//   sample_producer device1  copy_or_throw(fail = false) on cuda:1 tensors, in memory of device 1
+//                          of the driver MATE loads (run with the fake driver and two devices)
 //   sample_producer mixed  mixed over a contiguous, a transposed and a sliced (byte offset) f32,
 //                          bf16, f16, i8, bool, u32 and a negative-stride f32 tensor; prints
 //                          each input's values in row-major order as JSON ({"a": [...], ...})
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
 #include <vector>
 
+#include "mate/device/driver.hpp"
 #include "mate/log/api.hpp"
 #include "mate/tensor/dtype.hpp"
 #include "mate/tensor/tensor_view.hpp"
@@ -68,6 +72,28 @@ int main(int argc, char** argv) {
   DLTensor x = make(xs, shape, xt_strides);
   DLTensor y = make(ys, shape, nullptr, 2 * sizeof(float));  // starts two elements in
   DLTensor out = make(outs, shape, nullptr);
+  if (mode == "device1") {
+    // The fake driver's device memory is host memory: the sample kernels run on it as on a GPU.
+    std::string reason;
+    auto device1 = mate::device::open_driver_backend(mate::device::Kind::Cuda, 1, &reason);
+    if (!device1) {
+      std::cerr << "no device 1: " << reason << "\n";
+      return 3;
+    }
+    const std::size_t bytes = device1->granularity();
+    std::uintptr_t base = 0;
+    if (!device1->reserve(bytes, &base).ok() || !device1->map(base, bytes).ok()) return 4;
+    auto* memory = reinterpret_cast<float*>(base);
+    std::copy(xs.begin(), xs.end(), memory);
+    std::int64_t six[] = {6};
+    DLTensor dx = flat(memory, mate::tensor::ScalarType::F32, six);
+    DLTensor dout = flat(memory + 8, mate::tensor::ScalarType::F32, six);
+    dx.device = dout.device = {kDLCUDA, 1};
+    sample::copy_or_throw(&dx, &dout, false);
+    device1->unmap(base, bytes);
+    device1->release(base, bytes);
+    return 0;
+  }
   if (mode == "good") {
     sample::axpy(&x, &y, &out, 2.0f);
     sample::scale_inplace(&out, 0.25, sample::Rounding::Down, "quarter");

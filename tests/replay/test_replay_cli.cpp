@@ -261,6 +261,48 @@ TEST_F(ReplayCli, ACrashingCallLeavesTheResultsSoFarAndItsName) {
 
 // op(x, out=x), and a view of one buffer written as another view of it one element further on:
 // the result depends on the aliasing, which replay rebuilds from the recorded address ranges.
+// A dump of a call on cuda:1 (one rank per GPU) replays on device 1 where the driver has it, is a
+// clear error where it does not, and replays on the device --device names (rank 3's dump on a
+// one-GPU machine). The replayed call's own log record shows where its tensors were rebuilt.
+TEST_F(ReplayCli, ADumpOfDeviceOneReplaysThereOrWhereDeviceSays) {
+  mate::testing::RunOptions o;
+  o.env = {{"MATE_LOGLEVEL", "10"},
+           {"MATE_LOGDEST", (root_ / "log.txt").string()},
+           {"MATE_DUMP_DIR", dumps()},
+           {"MATE_FAKE_DRIVER_PATH", MATE_FAKE_DRIVER_LIBRARY},
+           {"FAKE_DRIVER_DEVICE_COUNT", "2"}};
+  auto p = run({SAMPLE_PRODUCER, "device1"}, o);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  std::map<std::string, std::string> env{{"MATE_FAKE_DRIVER_PATH", MATE_FAKE_DRIVER_LIBRARY},
+                                         {"FAKE_DRIVER_DEVICE_COUNT", "2"},
+                                         {"MATE_LOGLEVEL", "3"},
+                                         {"MATE_LOGDEST", "stderr"}};
+  auto two = replay({"--dir", dumps(), "--lib", SAMPLE_LIB}, env);
+  EXPECT_EQ(two.exit_code, 0) << two.out << two.err;
+  EXPECT_NE(two.out.find("sample.copy_or_throw  passed"), std::string::npos) << two.out;
+  EXPECT_NE(two.err.find(" cuda:1 contiguous"), std::string::npos) << two.err;
+
+  env["FAKE_DRIVER_DEVICE_COUNT"] = "1";
+  auto one = replay({"--dir", dumps(), "--lib", SAMPLE_LIB}, env);
+  EXPECT_EQ(one.exit_code, 1) << one.out << one.err;
+  EXPECT_NE(one.out.find("the tensor was recorded on cuda:1, which replay cannot make memory on here ("),
+            std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("device 1 requested but the driver sees 1 device(s)"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("--device N replays every device tensor on device N instead"), std::string::npos) << one.out;
+
+  auto moved = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--device", "0"}, env);
+  EXPECT_EQ(moved.exit_code, 0) << moved.out << moved.err;
+  EXPECT_NE(moved.out.find("sample.copy_or_throw  passed"), std::string::npos) << moved.out;
+  EXPECT_NE(moved.err.find(" cuda:0 contiguous"), std::string::npos) << moved.err;
+  EXPECT_EQ(moved.err.find(" cuda:1 "), std::string::npos) << moved.err;
+#ifdef MATE_REPLAY_HAVE_GUARD
+  env["FAKE_DRIVER_DEVICE_COUNT"] = "2";
+  auto guarded = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--guard-alloc"}, env);
+  EXPECT_EQ(guarded.exit_code, 0) << guarded.out << guarded.err;
+  EXPECT_NE(guarded.out.find("sample.copy_or_throw  passed"), std::string::npos) << guarded.out;
+#endif
+}
+
 TEST_F(ReplayCli, InPlaceAndOverlappingArgumentsShareMemoryAgain) {
   for (const std::string mode : {"inplace", "overlap"}) {
     SCOPED_TRACE(mode);
@@ -334,6 +376,12 @@ TEST_F(ReplayCli, UsageErrors) {
   r = replay({"--dir", "x", "--guard-mode", "tail"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--guard-mode needs --guard-alloc"), std::string::npos) << r.err;
+  for (const char* bad : {"-1", "cuda:1", "1024"}) {
+    r = replay({"--dir", "x", "--device", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find(std::string("--device: '") + bad + "' is not a device ordinal; accepted: a number from 0 to 1023"),
+              std::string::npos) << r.err;
+  }
   r = replay({"--dir", "x", "--lib", "/nonexistent/libx.so"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("cannot load --lib /nonexistent/libx.so"), std::string::npos) << r.err;

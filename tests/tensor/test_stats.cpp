@@ -194,7 +194,7 @@ TEST(Stats, DeviceWithoutBackendOrFailingReadIsUnavailableNotACrash) {
   set_device_backend(Kind::Cuda, nullptr);
   StatsResult r = compute_stats(TensorView(t));
   EXPECT_FALSE(r.stats);
-  EXPECT_EQ(r.unavailable, "stats unavailable: no backend for cuda");
+  EXPECT_EQ(r.unavailable, "stats unavailable: no backend for cuda:0");
 
   HostWrappingBackend backend;
   set_device_backend(Kind::Cuda, &backend);

@@ -98,6 +98,12 @@ DriverBackend* driver_backend(std::string* reason = nullptr);
 // MATE_DEVICE_DRIVER names the other driver. Throws ConfigError for a bad MATE_DEVICE_DRIVER.
 DriverBackend* driver_backend_for(Kind kind);
 
+// The backend for device `device` of `kind`: driver_backend_for(kind) for device 0; for another
+// ordinal, one opened on its first use and kept for the life of the process (its primary
+// context retained). nullptr with *reason (may be nullptr) when there is none: no driver of that
+// kind, or an ordinal the driver does not have. Throws ConfigError for a bad MATE_DEVICE_DRIVER.
+DriverBackend* driver_backend_for(Kind kind, int device, std::string* reason = nullptr);
+
 // How many times any driver backend of `kind` in this process mapped device memory: the guarded
 // allocator's install refuses to start after the first (the seed's "must be installed before the
 // first MUSA allocation in the process").

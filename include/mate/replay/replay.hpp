@@ -55,6 +55,9 @@ struct Options {
   std::optional<double> rtol;   // overrides the per-dtype default
   std::optional<double> atol;
   bool exact = false;           // bit-for-bit comparison
+  // Replays every CUDA/MUSA tensor on this device ordinal of its kind (a dump of rank 3's
+  // cuda:3 on a one-GPU machine: 0); unset: on the device it was recorded on.
+  std::optional<int> device;
   TensorAllocator* allocator = nullptr;  // nullptr: default_allocator()
 };
 

@@ -23,14 +23,17 @@
 
 namespace mate::tensor {
 
-// The backend that reads and writes memory of kind `kind` (Cuda or Musa). The driver backend is
-// used when none is set; nullptr unregisters. Thread-safe.
+// The backend that reads and writes memory of kind `kind` (Cuda or Musa): one set here serves
+// every device ordinal of that kind (tests); when none is set, the driver backend of device 0.
+// nullptr unregisters. Thread-safe.
 void set_device_backend(device::Kind kind, device::Backend* backend) noexcept;
 device::Backend* device_backend(device::Kind kind) noexcept;
 
-// The backend serving `d`: the host backend for host memory, the one above for CUDA/MUSA,
-// nullptr for a device MATE cannot reach.
-device::Backend* backend_for(DLDevice d) noexcept;
+// The backend serving `d`: the host backend for host memory; for CUDA/MUSA the one set above,
+// else the driver backend of d's device ordinal (each device's memory is mapped, copied and
+// synchronized in that device's context); nullptr for a device MATE cannot reach, with the
+// reason in *reason when given.
+device::Backend* backend_for(DLDevice d, std::string* reason = nullptr) noexcept;
 
 // Bytes read from a device per backend read() (the host staging buffer).
 inline constexpr std::size_t kDefaultChunkBytes = std::size_t{4} << 20;
