@@ -118,6 +118,22 @@ class VmmBackend final : public DriverBackend {
     return driver::error_string(api_, code);
   }
 
+  Status make_current(void** previous) noexcept override {
+    driver::Context was = nullptr;
+    Result r = api_.CtxGetCurrent(&was);
+    if (r == driver::kSuccess && was != ctx_) r = api_.CtxSetCurrent(ctx_);
+    if (r != driver::kSuccess) return context_failure(r);
+    *previous = was;
+    return Status::success();
+  }
+
+  Status restore_current(void* previous) noexcept override {
+    driver::Context now = nullptr;
+    Result r = api_.CtxGetCurrent(&now);
+    if (r == driver::kSuccess && now != previous) r = api_.CtxSetCurrent(previous);
+    return r == driver::kSuccess ? Status::success() : context_failure(r);
+  }
+
   Status reserve(std::size_t bytes, std::uintptr_t* base) noexcept override {
     if (!aligned(bytes) || bytes == 0)
       return invalid("reserve: size must be a non-zero multiple of the device allocation "

@@ -11,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "mate/device/driver.hpp"
 #include "mate/device/vendors.hpp"
 #include "mate/dump/call_record.hpp"
 #include "mate/log/arg_json.hpp"
@@ -78,6 +79,37 @@ dump::TensorRecord load_on_device(const CallRecord& call, const RecordedArg& arg
   if (options.device && m != tensor::Memory::Host && m != tensor::Memory::Other) t.device.device_id = *options.device;
   return t;
 }
+
+// While alive, the device of the call's device tensors (when they are all on one device) is
+// current on this thread, as it was when the call was made (a library that launches on the
+// current device launches there); the thread's context is put back afterwards.
+class CallDeviceScope {
+ public:
+  explicit CallDeviceScope(const std::vector<std::unique_ptr<detail::RebuiltTensor>>& tensors) {
+    std::optional<DLDevice> only;
+    for (const auto& t : tensors) {
+      if (!t) continue;
+      const DLDevice d = t->dl.device;
+      const tensor::Memory m = tensor::memory_of(d);
+      if (m == tensor::Memory::Host || m == tensor::Memory::Other) continue;
+      if (only && (only->device_type != d.device_type || only->device_id != d.device_id)) return;  // several: left as is
+      only = d;
+    }
+    if (!only) return;
+    // A backend set for tests (not a driver's) has no context to make current.
+    backend_ = dynamic_cast<device::DriverBackend*>(tensor::backend_for(*only));
+    if (backend_ != nullptr && !backend_->make_current(&previous_).ok()) backend_ = nullptr;
+  }
+  ~CallDeviceScope() {
+    if (backend_ != nullptr) backend_->restore_current(previous_);
+  }
+  CallDeviceScope(const CallDeviceScope&) = delete;
+  CallDeviceScope& operator=(const CallDeviceScope&) = delete;
+
+ private:
+  device::DriverBackend* backend_ = nullptr;
+  void* previous_ = nullptr;
+};
 
 bool kind_matches(ParamKind p, const RecordedArg& a) {
   using K = RecordedArg::Kind;
@@ -413,6 +445,7 @@ CallResult run_call(const CallRecord& call, const Options& o) {
     if (tensors[k]) values[k].tensor = &tensors[k]->dl;
   std::optional<log::Arg> ret;
   try {
+    const CallDeviceScope on_the_call_device(tensors);
     ret = fn->invoke(values);
   } catch (const std::exception& e) {
     const bool raised_before = call.status == dump::CallStatus::Raised;

@@ -1,5 +1,7 @@
 #include "sample_ops.hpp"
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -65,6 +67,23 @@ void copy_or_throw(const DLTensor* x, DLTensor* out, bool fail) {
   MATE_API("sample.copy_or_throw", x, out, fail).outputs(MATE_ARGS(out)).run([&] {
     if (fail) throw std::invalid_argument("copy_or_throw: asked to fail");
     for (std::int64_t i = 0; i < numel(out); ++i) *at(out, i) = *at(x, i) + g_bias;
+  });
+}
+
+void current_device(const DLTensor* x, DLTensor* out) {
+  MATE_API("sample.current_device", x, out).outputs(MATE_ARGS(out)).run([&] {
+    int ordinal = -1;
+#ifdef MATE_FAKE_DRIVER_LIBRARY
+    // The fake as MATE loaded it (never loaded here: RTLD_NOLOAD).
+    if (void* fake = dlopen(MATE_FAKE_DRIVER_LIBRARY, RTLD_NOW | RTLD_NOLOAD)) {
+      using GetDevice = int (*)(int*);
+      auto get = reinterpret_cast<GetDevice>(dlsym(fake, "cuCtxGetDevice"));
+      if (get == nullptr || get(&ordinal) != 0) ordinal = -1;
+      dlclose(fake);
+    }
+#endif
+    *at(out, 0) = static_cast<float>(ordinal);
+    (void)x;
   });
 }
 
@@ -172,6 +191,7 @@ MATE_REPLAYABLE("sample.axpy", &sample::axpy, "x", "y", "out", "alpha");
 MATE_REPLAYABLE("sample.scale_inplace", &sample::scale_inplace);
 MATE_REPLAYABLE("sample.sum", &sample::sum);
 MATE_REPLAYABLE("sample.copy_or_throw", &sample::copy_or_throw);
+MATE_REPLAYABLE("sample.current_device", &sample::current_device);
 MATE_REPLAYABLE("sample.increment_i64", &sample::increment_i64);
 MATE_REPLAYABLE("sample.increment_u64", &sample::increment_u64);
 MATE_REPLAYABLE("sample.invert_bool", &sample::invert_bool);

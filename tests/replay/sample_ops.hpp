@@ -19,6 +19,9 @@ void scale_inplace(DLTensor* x, double factor, Rounding mode, const std::string&
 float sum(const DLTensor* x);
 // Throws std::invalid_argument when `fail` is true; otherwise out = x.
 void copy_or_throw(const DLTensor* x, DLTensor* out, bool fail);
+// out[0] = the ordinal of the device current on the calling thread, as the fake driver says
+// (-1: none, or no fake driver loaded): what a library launching on the current device would use.
+void current_device(const DLTensor* x, DLTensor* out);
 // out = x + 1 over 1-D contiguous i64 tensors (+ 3 in the changed build); returns out[0].
 std::int64_t increment_i64(const DLTensor* x, DLTensor* out);
 // out = x + 1 over 1-D contiguous u64 tensors (+ 3 in the changed build); returns out[0].

@@ -10,11 +10,14 @@
 //   sample_producer uint   increment_u64 on values above the largest i64
 //   sample_producer bool   invert_bool
 //   sample_producer e8m0   double_e8m0 on three float8_e8m0fnu scales (DLPack code 14)
-//   sample_producer device1  copy_or_throw(fail = false) on cuda:1 tensors, in memory of device 1
-//                          of the driver MATE loads (run with the fake driver and two devices)
+//   sample_producer device1  copy_or_throw(fail = false) and current_device on cuda:1 tensors, in
+//                          memory of device 1 of the driver MATE loads, device 1 current (run
+//                          with the fake driver and two devices)
 //   sample_producer mixed  mixed over a contiguous, a transposed and a sliced (byte offset) f32,
 //                          bf16, f16, i8, bool, u32 and a negative-stride f32 tensor; prints
 //                          each input's values in row-major order as JSON ({"a": [...], ...})
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -89,7 +92,18 @@ int main(int argc, char** argv) {
     DLTensor dx = flat(memory, mate::tensor::ScalarType::F32, six);
     DLTensor dout = flat(memory + 8, mate::tensor::ScalarType::F32, six);
     dx.device = dout.device = {kDLCUDA, 1};
+    // Device 1 current, as a program working on cuda:1 has it (cudaSetDevice(1)).
+    void* fake = dlopen(MATE_FAKE_DRIVER_LIBRARY, RTLD_NOW | RTLD_NOLOAD);
+    using Retain = int (*)(void**, int);
+    using SetCurrent = int (*)(void*);
+    auto retain = fake ? reinterpret_cast<Retain>(dlsym(fake, "cuDevicePrimaryCtxRetain")) : nullptr;
+    auto set_current = fake ? reinterpret_cast<SetCurrent>(dlsym(fake, "cuCtxSetCurrent")) : nullptr;
+    void* ctx = nullptr;
+    if (!retain || !set_current || retain(&ctx, 1) != 0 || set_current(ctx) != 0) return 5;
     sample::copy_or_throw(&dx, &dout, false);
+    DLTensor where = flat(memory + 16, mate::tensor::ScalarType::F32, six);
+    where.device = {kDLCUDA, 1};
+    sample::current_device(&dx, &where);  // records 1
     device1->unmap(base, bytes);
     device1->release(base, bytes);
     return 0;

@@ -261,9 +261,10 @@ TEST_F(ReplayCli, ACrashingCallLeavesTheResultsSoFarAndItsName) {
 
 // op(x, out=x), and a view of one buffer written as another view of it one element further on:
 // the result depends on the aliasing, which replay rebuilds from the recorded address ranges.
-// A dump of a call on cuda:1 (one rank per GPU) replays on device 1 where the driver has it, is a
-// clear error where it does not, and replays on the device --device names (rank 3's dump on a
-// one-GPU machine). The replayed call's own log record shows where its tensors were rebuilt.
+// A dump of calls on cuda:1 (one rank per GPU) replays on device 1 where the driver has it, with
+// device 1 current as it was (sample.current_device records which device is), is a clear error
+// where the driver has no device 1, and replays on the device --device names (rank 3's dump on
+// a one-GPU machine). The replayed call's own log record shows where its tensors were rebuilt.
 TEST_F(ReplayCli, ADumpOfDeviceOneReplaysThereOrWhereDeviceSays) {
   mate::testing::RunOptions o;
   o.env = {{"MATE_LOGLEVEL", "10"},
@@ -280,6 +281,7 @@ TEST_F(ReplayCli, ADumpOfDeviceOneReplaysThereOrWhereDeviceSays) {
   auto two = replay({"--dir", dumps(), "--lib", SAMPLE_LIB}, env);
   EXPECT_EQ(two.exit_code, 0) << two.out << two.err;
   EXPECT_NE(two.out.find("sample.copy_or_throw  passed"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("sample.current_device  passed"), std::string::npos) << two.out;
   EXPECT_NE(two.err.find(" cuda:1 contiguous"), std::string::npos) << two.err;
 
   env["FAKE_DRIVER_DEVICE_COUNT"] = "1";
@@ -290,9 +292,12 @@ TEST_F(ReplayCli, ADumpOfDeviceOneReplaysThereOrWhereDeviceSays) {
   EXPECT_NE(one.out.find("device 1 requested but the driver sees 1 device(s)"), std::string::npos) << one.out;
   EXPECT_NE(one.out.find("--device N replays every device tensor on device N instead"), std::string::npos) << one.out;
 
+  // On device 0 the kernels run there: the copy is the same, the current device is not.
   auto moved = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--device", "0"}, env);
-  EXPECT_EQ(moved.exit_code, 0) << moved.out << moved.err;
+  EXPECT_EQ(moved.exit_code, 1) << moved.out << moved.err;
   EXPECT_NE(moved.out.find("sample.copy_or_throw  passed"), std::string::npos) << moved.out;
+  EXPECT_NE(moved.out.find("sample.current_device  mismatch"), std::string::npos) << moved.out;
+  EXPECT_NE(moved.out.find("got 0, expected 1"), std::string::npos) << moved.out;
   EXPECT_NE(moved.err.find(" cuda:0 contiguous"), std::string::npos) << moved.err;
   EXPECT_EQ(moved.err.find(" cuda:1 "), std::string::npos) << moved.err;
 #ifdef MATE_REPLAY_HAVE_GUARD
@@ -300,6 +305,7 @@ TEST_F(ReplayCli, ADumpOfDeviceOneReplaysThereOrWhereDeviceSays) {
   auto guarded = replay({"--dir", dumps(), "--lib", SAMPLE_LIB, "--guard-alloc"}, env);
   EXPECT_EQ(guarded.exit_code, 0) << guarded.out << guarded.err;
   EXPECT_NE(guarded.out.find("sample.copy_or_throw  passed"), std::string::npos) << guarded.out;
+  EXPECT_NE(guarded.out.find("sample.current_device  passed"), std::string::npos) << guarded.out;
 #endif
 }
 

@@ -52,6 +52,11 @@ class DriverBackend : public Backend {
   // The ordinal of the device whose context is current on the calling thread (any backend of a
   // driver gives the same answer); -1 when no context is current. Does not change the context.
   virtual Status current_device(int* ordinal) noexcept = 0;
+  // Makes this backend's device current on the calling thread (its primary context, as
+  // cudaSetDevice does), with *previous the context that was; restore_current(previous) puts that
+  // back. For running code as it ran on this device (replay).
+  virtual Status make_current(void** previous) noexcept = 0;
+  virtual Status restore_current(void* previous) noexcept = 0;
   // The library that was opened (a soname such as "libcuda.so.1", or the fake's path).
   virtual const char* library() const noexcept = 0;
   virtual DeviceArch arch() const noexcept = 0;
