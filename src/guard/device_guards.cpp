@@ -21,7 +21,16 @@ struct PerDevice {
   std::atomic<GuardAllocator*> guard{nullptr};
   std::string error;  // why `guard` is null; written once, inside `once`
 };
-PerDevice g_devices[device::kKindCount][kMaxGuardedDevices];
+struct Table {
+  PerDevice slot[device::kKindCount][kMaxGuardedDevices];
+};
+// Made on first use, never destroyed (frees reach it until the very end of the process), and no
+// static initializer: the preload keeps those out of its seldom-run code, and a sanitized build's
+// std::string is not constant-initialized.
+Table& table() {
+  static Table* const t = new Table;
+  return *t;
+}
 
 void install(PerDevice& slot, int ordinal, const GuardAllocatorConfig& config) {
   try {
@@ -55,7 +64,7 @@ GuardAllocator* device_guard_allocator(int ordinal, const GuardAllocatorConfig& 
                std::to_string(kMaxGuardedDevices - 1) + " (and only those the driver lists)";
     return nullptr;
   }
-  PerDevice& slot = g_devices[device::kind_index(config.backend)][ordinal];
+  PerDevice& slot = table().slot[device::kind_index(config.backend)][ordinal];
   std::call_once(slot.once, [&] { install(slot, ordinal, config); });
   GuardAllocator* guard = slot.guard.load(std::memory_order_acquire);
   if (guard == nullptr && error != nullptr) *error = slot.error;
@@ -64,7 +73,7 @@ GuardAllocator* device_guard_allocator(int ordinal, const GuardAllocatorConfig& 
 
 GuardAllocator* device_guard_owning(device::Kind kind, std::uintptr_t address) noexcept {
   if (kind == device::Kind::Host) return nullptr;
-  for (PerDevice& slot : g_devices[device::kind_index(kind)]) {
+  for (PerDevice& slot : table().slot[device::kind_index(kind)]) {
     GuardAllocator* guard = slot.guard.load(std::memory_order_acquire);
     if (guard != nullptr && guard->owns(address)) return guard;
   }
