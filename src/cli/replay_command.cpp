@@ -40,8 +40,6 @@ nlohmann::json exact_value(const std::string& text, double approximate) {
   return approximate;
 }
 
-// --rtol and --atol. CLI11's NonNegativeNumber accepts nan (every element would then fail) and
-// words its range with DBL_MAX written out in 300 digits.
 // --device: a device ordinal, as a plain number (the kind is each tensor's own).
 CLI::Validator device_ordinal() {
   return CLI::Validator(
@@ -56,6 +54,8 @@ CLI::Validator device_ordinal() {
       "ORDINAL");
 }
 
+// --rtol and --atol. CLI11's NonNegativeNumber accepts nan (every element would then fail) and
+// words its range with DBL_MAX written out in 300 digits.
 CLI::Validator tolerance_value() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

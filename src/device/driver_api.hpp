@@ -31,6 +31,7 @@ inline constexpr Result kErrorNoDevice = 100;
 inline constexpr Result kErrorInvalidDevice = 101;
 inline constexpr Result kErrorInvalidContext = 201;
 inline constexpr Result kErrorIllegalAddress = 700;
+inline constexpr Result kErrorNotSupported = 801;
 inline constexpr Result kErrorStreamCaptureImplicit = 906;
 
 // CUmemLocation: {CUmemLocationType type; int id;}
@@ -113,7 +114,8 @@ static_assert(sizeof(MemAccessDesc) == 12);
   X(MemHostRegister, "MemHostRegister", "_v2", Result, (void*, std::size_t, unsigned int))   \
   X(MemHostUnregister, "MemHostUnregister", "", Result, (void*))                            \
   X(MemcpyDtoD, "MemcpyDtoD", "_v2", Result, (DevicePtr, DevicePtr, std::size_t))            \
-  X(StreamSynchronize, "StreamSynchronize", "", Result, (Stream))
+  X(StreamSynchronize, "StreamSynchronize", "", Result, (Stream))                            \
+  X(StreamGetCtx, "StreamGetCtx", "", Result, (Stream, Context*))
 
 // One enumerator per entry point, in MATE_DRIVER_ENTRY_POINTS order.
 enum class Call : int {
@@ -121,12 +123,14 @@ enum class Call : int {
   MATE_DRIVER_ENTRY_POINTS(MATE_DRIVER_ENUM)
 #undef MATE_DRIVER_ENUM
 };
-// Entry points MATE works without (left nullptr when the library lacks them): they only make
-// the guard's canary copies faster (page-locked staging; copies within the device). Resolved by
-// their exact names like the others: an unversioned cuMemcpyDtoD is the legacy 32-bit one.
+// Entry points MATE works without (left nullptr when the library lacks them): the first four
+// only make the guard's canary copies faster (page-locked staging; copies within the device);
+// without the last two, which device an allocation under `mate guard-run` is for is not known
+// (device 0 is assumed). Resolved by their exact names like the others: an unversioned
+// cuMemcpyDtoD is the legacy 32-bit one.
 constexpr bool optional_call(Call call) noexcept {
   return call == Call::MemHostRegister || call == Call::MemHostUnregister || call == Call::MemcpyDtoD ||
-         call == Call::StreamSynchronize;
+         call == Call::StreamSynchronize || call == Call::CtxGetDevice || call == Call::StreamGetCtx;
 }
 
 #define MATE_DRIVER_COUNT(member, name, suffix, ret, params) +1

@@ -93,22 +93,23 @@ class VmmBackend final : public DriverBackend {
       *ordinal = -1;
       return Status::success();
     }
-    driver::Device handle = 0;
-    r = api_.CtxGetDevice(&handle);
-    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::CtxGetDevice)};
-    // A CUdevice is a handle, not promised to be the ordinal: find the ordinal it stands for.
-    int count = 0;
-    r = api_.DeviceGetCount(&count);
-    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::DeviceGetCount)};
-    for (int i = 0; i < count; ++i) {
-      driver::Device h = 0;
-      if (api_.DeviceGet(&h, i) == driver::kSuccess && h == handle) {
-        *ordinal = i;
-        return Status::success();
-      }
-    }
-    return invalid("current_device: the current context's device is none of the driver's device ordinals");
+    return device_of_current(ordinal);
   }
+
+  Status stream_device(void* stream, int* ordinal) noexcept override {
+    const auto handle = reinterpret_cast<std::uintptr_t>(stream);
+    if (handle <= 2) return current_device(ordinal);  // null, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
+    if (api_.StreamGetCtx == nullptr) return missing(driver::Call::StreamGetCtx);
+    driver::Context ctx = nullptr;
+    Result r = api_.StreamGetCtx(stream, &ctx);
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::StreamGetCtx)};
+    ContextScope scope(api_, ctx);  // cuCtxGetDevice answers for the current context
+    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
+    return device_of_current(ordinal);
+  }
+
+  void set_guard_owned() noexcept override { guard_owned_ = true; }
+
   const char* library() const noexcept override { return api_.library.c_str(); }
   DeviceArch arch() const noexcept override { return arch_; }
   const char* error_name(int code) const noexcept override {
@@ -194,7 +195,7 @@ class VmmBackend final : public DriverBackend {
       api_.MemRelease(handle);
       return {driver::kErrorOutOfMemory, "map: out of host memory for the mapping table"};
     }
-    g_mapped_count[kind_index(api_.kind)].fetch_add(1, std::memory_order_relaxed);
+    if (!guard_owned_) g_mapped_count[kind_index(api_.kind)].fetch_add(1, std::memory_order_relaxed);
     return Status::success();
   }
 
@@ -317,6 +318,29 @@ class VmmBackend final : public DriverBackend {
     driver::AllocationHandle handle = 0;
   };
 
+  // The ordinal of the current context's device (a CUdevice is a handle, not promised to be the
+  // ordinal: the ordinal it stands for is looked up).
+  Status device_of_current(int* ordinal) noexcept {
+    if (api_.CtxGetDevice == nullptr) return missing(driver::Call::CtxGetDevice);
+    driver::Device handle = 0;
+    Result r = api_.CtxGetDevice(&handle);
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::CtxGetDevice)};
+    int count = 0;
+    r = api_.DeviceGetCount(&count);
+    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::DeviceGetCount)};
+    for (int i = 0; i < count; ++i) {
+      driver::Device h = 0;
+      if (api_.DeviceGet(&h, i) == driver::kSuccess && h == handle) {
+        *ordinal = i;
+        return Status::success();
+      }
+    }
+    return invalid("the current context's device is none of the driver's device ordinals");
+  }
+  // An optional entry point the library lacks.
+  Status missing(driver::Call call) const noexcept {
+    return {driver::kErrorNotSupported, driver::call_name(api_, call)};
+  }
   bool aligned(std::uintptr_t value) const noexcept { return (value & (granularity_ - 1)) == 0; }
   static Status invalid(const char* what) noexcept { return {driver::kErrorInvalidValue, what}; }
   Status context_failure(Result r) const noexcept {
@@ -326,6 +350,7 @@ class VmmBackend final : public DriverBackend {
   Api api_;
   int device_;
   std::string name_;  // "cuda" for device 0 (as before there were others), "cuda:1", ...
+  bool guard_owned_ = false;  // set_guard_owned(): mappings left out of g_mapped_count
   driver::Device device_handle_;
   driver::Context ctx_;
   std::size_t granularity_;

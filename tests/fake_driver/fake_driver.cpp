@@ -107,6 +107,7 @@ struct State {
   Handle next_handle = 1;
   std::map<std::uintptr_t, Mapping> mappings;  // address → mapping
   std::map<void*, int> capture_status;         // stream → CUstreamCaptureStatus
+  std::map<void*, int> stream_devices;         // fake_driver_stream_on_device's streams → device
   // Host bookkeeping made by cuInit and grown by each context retain with realloc, as the real
   // driver does: under `mate guard-run` a program's cuInit (cudart calls it first) gets a guarded
   // block, which the guard's own set-up then sees reallocated from inside the driver.
@@ -352,6 +353,22 @@ Result fake_CtxGetDevice(int* device) {
   if (device == nullptr) return kInvalidValue;
   if (current_context == nullptr) return kInvalidContext;
   *device = static_cast<int>(current_context - l.s.contexts);
+  return kSuccess;
+}
+
+// A stream made by fake_driver_stream_on_device belongs to that device's context; any other
+// non-null handle is taken for a stream of the current context.
+Result fake_StreamGetCtx(void* stream, void** ctx) {
+  Locked l;
+  if (!l.s.initialized) return kNotInitialized;
+  if (ctx == nullptr) return kInvalidValue;
+  auto it = l.s.stream_devices.find(stream);
+  if (it != l.s.stream_devices.end()) {
+    *ctx = &l.s.contexts[it->second];
+    return kSuccess;
+  }
+  if (current_context == nullptr) return kInvalidContext;
+  *ctx = current_context;
   return kSuccess;
 }
 
@@ -682,6 +699,7 @@ FAKE_BOTH(DevicePrimaryCtxRelease_v2, (int device), (device))
 FAKE_BOTH(CtxGetCurrent, (void** ctx), (ctx))
 FAKE_BOTH(CtxSetCurrent, (void* ctx), (ctx))
 FAKE_BOTH(CtxGetDevice, (int* device), (device))
+FAKE_BOTH(StreamGetCtx, (void* stream, void** ctx), (stream, ctx))
 FAKE_BOTH(CtxSynchronize, (), ())
 FAKE_BOTH(MemGetAllocationGranularity,
           (std::size_t * granularity, const MemAllocationProp* prop, int option),
@@ -794,6 +812,16 @@ FAKE_EXPORT void fake_driver_copies(long* host_to_device, long* device_to_host, 
 FAKE_EXPORT void fake_driver_set_host_register_error(int code) {
   Locked l;
   l.s.host_register_error = code;
+}
+
+// A stream handle of device `device` (for cuStreamGetCtx: a stream made on that device's
+// context); nullptr for a device the fake does not have.
+FAKE_EXPORT void* fake_driver_stream_on_device(int device) {
+  Locked l;
+  if (device < 0 || device >= l.s.device_count) return nullptr;
+  static char handles[kMaxDevices];  // one distinct address per device, never dereferenced
+  l.s.stream_devices[&handles[device]] = device;
+  return &handles[device];
 }
 
 // The device whose physical memory is mapped at `address` (tests of which device an allocation

@@ -8,7 +8,8 @@
 // does in its first call); then as ok. device1: also makes device 1's primary context current
 // and the runtime's current device 1 (as cudaSetDevice(1) does), then as ok, and prints which
 // device the fake driver placed each allocation on ("driver allocation on device N", "runtime
-// ...").
+// ..."); then, device 0 current, allocates 700 bytes there and 300 stream-ordered on a stream of
+// device 1, and frees device 1's first two blocks with device 0 current.
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -67,8 +68,33 @@ int main(int argc, char** argv) {
     using DeviceOf = int (*)(unsigned long long);
     auto device_of = reinterpret_cast<DeviceOf>(dlsym(driver, "fake_driver_device_of"));
     if (device_of == nullptr) return 8;
-    std::printf("driver allocation on device %d\nruntime allocation on device %d\n", device_of(d),
-                device_of(reinterpret_cast<unsigned long long>(r)));
+    auto at = [](const void* p) { return reinterpret_cast<unsigned long long>(p); };
+    std::printf("driver allocation on device %d\nruntime allocation on device %d\n", device_of(d), device_of(at(r)));
+    // Then device 0 current (cudaSetDevice(0)): its guard starts after device 1's has mapped.
+    using Retain = int (*)(void**, int);
+    using SetCurrent = int (*)(void*);
+    void* ctx0 = nullptr;
+    if (reinterpret_cast<Retain>(dlsym(driver, "cuDevicePrimaryCtxRetain"))(&ctx0, 0) != 0 ||
+        reinterpret_cast<SetCurrent>(dlsym(driver, "cuCtxSetCurrent"))(ctx0) != 0)
+      return 9;
+    g_runtime_device = 0;
+    void* z = nullptr;
+    if (cuda_malloc(&z, 700) != 0) return 10;
+    std::printf("device 0 allocation on device %d\n", device_of(at(z)));
+    // Stream-ordered, on a stream of device 1 while device 0 is current: the stream's device.
+    using StreamOn = void* (*)(int);
+    using AllocAsync = int (*)(void**, std::size_t, void*);
+    using FreeAsync = int (*)(void*, void*);
+    auto stream_on = reinterpret_cast<StreamOn>(dlsym(driver, "fake_driver_stream_on_device"));
+    auto alloc_async = reinterpret_cast<AllocAsync>(dlsym(RTLD_DEFAULT, "cudaMallocAsync"));
+    auto free_async = reinterpret_cast<FreeAsync>(dlsym(RTLD_DEFAULT, "cudaFreeAsync"));
+    if (stream_on == nullptr || alloc_async == nullptr || free_async == nullptr) return 11;
+    void* stream1 = stream_on(1);
+    void* w = nullptr;
+    if (alloc_async(&w, 300, stream1) != 0) return 12;
+    std::printf("stream allocation on device %d\n", device_of(at(w)));
+    if (free_async(w, stream1) != 0 || cuda_free(z) != 0) return 13;
+    // d and r (device 1's) are freed below with device 0 current: freed by their own guard.
   }
   std::memset(reinterpret_cast<void*>(d), 1, 1000);  // the "kernel"
   std::memset(r, 2, 500);

@@ -42,6 +42,11 @@ int main(int argc, char** argv) {
   if (std::strcmp(what, "overflow") == 0 || std::strcmp(what, "device1_overflow") == 0) p[1024] = 1;  // past the 256-aligned end: guard
   release(p, 1000, device, nullptr);
   if (std::strcmp(what, "double_free") == 0) release(p, 1000, device, nullptr);
+  if (std::strcmp(what, "device1") == 0) {  // device 0 after device 1: its guard still starts
+    void* q = alloc(100, 0, nullptr);
+    if (q == nullptr) return 9;
+    release(q, 100, 0, nullptr);
+  }
   std::printf("done\n");
   return 0;
 }

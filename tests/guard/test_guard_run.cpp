@@ -220,7 +220,8 @@ TEST_F(GuardRun, DeviceAllocationsThroughTheFakeDriverAreGuarded) {
 // A program on device 1 (its context current there, the runtime's current device 1, as after
 // cudaSetDevice(1)) gets device 1's memory from both entry points, each guarded by device 1's
 // allocator; the log and reports name the ordinal. (Before: device 0's memory, whatever the
-// program's device: a kernel on device 1 would have faulted on it.)
+// program's device: a kernel on device 1 would have faulted on it.) Then device 0, then a
+// stream of device 1 (see device_alloc_child).
 TEST_F(GuardRun, DeviceAllocationsGoToTheProgramsCurrentDevice) {
   mate::testing::RunOptions options;
   options.env["MATE_FAKE_DRIVER_PATH"] = MATE_FAKE_DRIVER_LIBRARY;
@@ -231,11 +232,18 @@ TEST_F(GuardRun, DeviceAllocationsGoToTheProgramsCurrentDevice) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("driver allocation on device 1\n"));
   EXPECT_THAT(r.out, HasSubstr("runtime allocation on device 1\n"));
+  // Device 0's guard (the process-wide one) starts after device 1's has mapped memory.
+  EXPECT_THAT(r.out, HasSubstr("device 0 allocation on device 0\n"));
+  // A stream-ordered allocation goes to its stream's device, whatever device is current.
+  EXPECT_THAT(r.out, HasSubstr("stream allocation on device 1\n"));
   EXPECT_THAT(r.out, HasSubstr("done"));
   EXPECT_THAT(r.err, HasSubstr(" size 1000 mode tail cuda:1 guard ["));
   EXPECT_THAT(r.err, HasSubstr(" size 500 mode tail cuda:1 guard ["));
-  EXPECT_THAT(r.err, HasSubstr("size 1000 canary intact"));
-  EXPECT_THAT(r.err, HasSubstr("size 500 canary intact"));
+  EXPECT_THAT(r.err, HasSubstr(" size 700 mode tail cuda guard ["));
+  EXPECT_THAT(r.err, HasSubstr(" size 300 mode tail cuda:1 guard ["));
+  // Each block freed by its own device's guard (device 1's with device 0 current).
+  for (const char* size : {"1000", "500", "700", "300"})
+    EXPECT_THAT(r.err, HasSubstr(std::string("size ") + size + " canary intact")) << size;
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("are not guarded")));
 }
 

@@ -259,8 +259,6 @@ TEST_F(ReplayCli, ACrashingCallLeavesTheResultsSoFarAndItsName) {
   EXPECT_EQ(nlohmann::json::parse(whole.out)["passed"], 3);
 }
 
-// op(x, out=x), and a view of one buffer written as another view of it one element further on:
-// the result depends on the aliasing, which replay rebuilds from the recorded address ranges.
 // A dump of calls on cuda:1 (one rank per GPU) replays on device 1 where the driver has it, with
 // device 1 current as it was (sample.current_device records which device is), is a clear error
 // where the driver has no device 1, and replays on the device --device names (rank 3's dump on
@@ -309,6 +307,8 @@ TEST_F(ReplayCli, ADumpOfDeviceOneReplaysThereOrWhereDeviceSays) {
 #endif
 }
 
+// op(x, out=x), and a view of one buffer written as another view of it one element further on:
+// the result depends on the aliasing, which replay rebuilds from the recorded address ranges.
 TEST_F(ReplayCli, InPlaceAndOverlappingArgumentsShareMemoryAgain) {
   for (const std::string mode : {"inplace", "overlap"}) {
     SCOPED_TRACE(mode);

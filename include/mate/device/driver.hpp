@@ -52,6 +52,12 @@ class DriverBackend : public Backend {
   // The ordinal of the device whose context is current on the calling thread (any backend of a
   // driver gives the same answer); -1 when no context is current. Does not change the context.
   virtual Status current_device(int* ordinal) noexcept = 0;
+  // The ordinal of the device `stream` (a CUstream/MUstream) belongs to; for the null stream and
+  // the legacy (0x1) and per-thread (0x2) handles, current_device()'s answer.
+  virtual Status stream_device(void* stream, int* ordinal) noexcept = 0;
+  // This backend's mappings are a guarded allocator's own: device_memory_mapped_count() leaves
+  // them out (the install check it serves is about memory MATE mapped unguarded).
+  virtual void set_guard_owned() noexcept = 0;
   // Makes this backend's device current on the calling thread (its primary context, as
   // cudaSetDevice does), with *previous the context that was; restore_current(previous) puts that
   // back. For running code as it ran on this device (replay).

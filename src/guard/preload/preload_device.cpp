@@ -57,38 +57,50 @@ const mate::guard::GuardAllocatorConfig* device_config() noexcept {
   return ready ? &config : nullptr;
 }
 
-// The device an allocation through `kind`'s runtime API (`runtime`) or driver API goes to: the
-// runtime's current device (cudaGetDevice / musaGetDevice, when the runtime is in the global
-// scope), else the device of the thread's current context, else device 0 (the runtime's default;
-// a driver-API call without a context, which the real driver refuses, is served there too).
-int current_ordinal(Kind kind, bool runtime) noexcept {
+// The runtime's cudaGetDevice / musaGetDevice, looked up in the global scope until found, then
+// kept (dlsym takes the loader's lock: not once per allocation).
+using GetDevice = int (*)(int*);
+GetDevice runtime_get_device(Kind kind) noexcept {
+  static std::atomic<GetDevice> found[mate::device::kKindCount];
+  std::atomic<GetDevice>& slot = found[mate::device::kind_index(kind)];
+  if (GetDevice get = slot.load(std::memory_order_acquire)) return get;
+  Inside inside;  // dlsym's own allocations
+  auto get = reinterpret_cast<GetDevice>(dlsym(RTLD_DEFAULT, kind == Kind::Cuda ? "cudaGetDevice" : "musaGetDevice"));
+  if (get != nullptr) slot.store(get, std::memory_order_release);
+  return get;
+}
+
+// The device an allocation through `kind`'s runtime API (`runtime`) or driver API goes to: a
+// stream-ordered one's (`stream`, not the null, legacy or per-thread handle) is the stream's
+// device, whose memory pool serves it; else the runtime's current device (cudaGetDevice /
+// musaGetDevice, when the runtime is in the global scope, as PyTorch loads it), else the device
+// of the thread's current context, else device 0 (the runtime's default; a driver-API call
+// without a context, which the real driver refuses, is served there too).
+int ordinal_for(Kind kind, bool runtime, void* stream) noexcept {
   int ordinal = -1;
+  mate::device::DriverBackend* selected = nullptr;
+  {
+    Inside inside;
+    selected = mate::device::driver_backend();
+    if (selected != nullptr && reinterpret_cast<std::uintptr_t>(stream) > 2 &&
+        selected->stream_device(stream, &ordinal).ok() && ordinal >= 0)
+      return ordinal;
+  }
   if (runtime) {
-    using GetDevice = int (*)(int*);
-    GetDevice get = nullptr;
-    {
-      Inside inside;  // dlsym's own allocations
-      get = reinterpret_cast<GetDevice>(dlsym(RTLD_DEFAULT, kind == Kind::Cuda ? "cudaGetDevice" : "musaGetDevice"));
-    }
     // Called as the program would (its allocations the program's): it may start the runtime.
-    if (get != nullptr && get(&ordinal) == kSuccess && ordinal >= 0) return ordinal;
+    if (GetDevice get = runtime_get_device(kind); get != nullptr && get(&ordinal) == kSuccess && ordinal >= 0)
+      return ordinal;
   }
   Inside inside;
-  if (mate::device::DriverBackend* selected = mate::device::driver_backend();
-      selected != nullptr && selected->current_device(&ordinal).ok() && ordinal >= 0)
-    return ordinal;
+  if (selected != nullptr && selected->current_device(&ordinal).ok() && ordinal >= 0) return ordinal;
   return 0;
 }
 
-// The guard of device `ordinal`, or nullptr (no driver, another vendor's call, an ordinal
-// without a guard: said once per ordinal).
-GuardAllocator* device_guard(Kind kind, int ordinal) noexcept {
-  if (inside_flag()) return nullptr;
-  const mate::guard::GuardAllocatorConfig* config = device_config();
-  if (config == nullptr || config->backend != kind) return nullptr;
+// The guard of device `ordinal`, or nullptr (an ordinal without a guard: said once per ordinal).
+GuardAllocator* device_guard(Kind kind, const mate::guard::GuardAllocatorConfig& config, int ordinal) noexcept {
   Inside inside;
   std::string error;
-  GuardAllocator* guard = mate::guard::device_guard_allocator(ordinal, *config, &error);
+  GuardAllocator* guard = mate::guard::device_guard_allocator(ordinal, config, &error);
   if (guard == nullptr) {
     static std::atomic<unsigned> said{0};  // one bit per ordinal below 32
     const unsigned bit = ordinal >= 0 && ordinal < 32 ? 1u << ordinal : 1u << 31;
@@ -108,8 +120,10 @@ Fn next(const char* name) noexcept {
 // Returns true when the guard served the allocation (result in *code). `runtime`: a runtime-API
 // call (its current device is the runtime's), else a driver-API one (the current context's).
 bool guarded_alloc(Kind kind, bool runtime, std::uintptr_t* out, std::size_t bytes, void* stream, int* code) noexcept {
-  if (inside_flag() || device_config() == nullptr) return false;
-  GuardAllocator* guard = device_guard(kind, current_ordinal(kind, runtime));
+  if (inside_flag()) return false;
+  const mate::guard::GuardAllocatorConfig* config = device_config();
+  if (config == nullptr || config->backend != kind) return false;  // no driver, or the other vendor's call
+  GuardAllocator* guard = device_guard(kind, *config, ordinal_for(kind, runtime, stream));
   if (guard == nullptr) return false;
   Inside inside;
   auto r = guard->allocate(bytes, 0, stream);
