@@ -7,6 +7,7 @@
 #include <string>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <new>
 
 #include "device/driver_api.hpp"
@@ -50,6 +51,53 @@ class ContextScope {
   bool switched_ = false;
 };
 
+// An optional entry point the library lacks.
+Status missing(const Api& api, driver::Call call) noexcept {
+  return {driver::kErrorNotSupported, driver::call_name(api, call)};
+}
+
+// The ordinal of the current context's device (a CUdevice is a handle, not promised to be the
+// ordinal: the ordinal it stands for is looked up).
+Status device_of_current(const Api& api, int* ordinal) noexcept {
+  if (api.CtxGetDevice == nullptr) return missing(api, driver::Call::CtxGetDevice);
+  driver::Device handle = 0;
+  Result r = api.CtxGetDevice(&handle);
+  if (r != driver::kSuccess) return {r, driver::call_name(api, driver::Call::CtxGetDevice)};
+  int count = 0;
+  r = api.DeviceGetCount(&count);
+  if (r != driver::kSuccess) return {r, driver::call_name(api, driver::Call::DeviceGetCount)};
+  for (int i = 0; i < count; ++i) {
+    driver::Device h = 0;
+    if (api.DeviceGet(&h, i) == driver::kSuccess && h == handle) {
+      *ordinal = i;
+      return Status::success();
+    }
+  }
+  return {driver::kErrorInvalidValue, "the current context's device is none of the driver's device ordinals"};
+}
+
+Status current_device_of(const Api& api, int* ordinal) noexcept {
+  driver::Context ctx = nullptr;
+  Result r = api.CtxGetCurrent(&ctx);
+  if (r != driver::kSuccess) return {r, driver::call_name(api, driver::Call::CtxGetCurrent)};
+  if (ctx == nullptr) {
+    *ordinal = -1;
+    return Status::success();
+  }
+  return device_of_current(api, ordinal);
+}
+
+Status stream_device_of(const Api& api, void* stream, int* ordinal) noexcept {
+  if (reinterpret_cast<std::uintptr_t>(stream) <= 2) return current_device_of(api, ordinal);  // null, legacy, per-thread
+  if (api.StreamGetCtx == nullptr) return missing(api, driver::Call::StreamGetCtx);
+  driver::Context ctx = nullptr;
+  Result r = api.StreamGetCtx(stream, &ctx);
+  if (r != driver::kSuccess) return {r, driver::call_name(api, driver::Call::StreamGetCtx)};
+  ContextScope scope(api, ctx);  // cuCtxGetDevice answers for the current context
+  if (scope.result() != driver::kSuccess) return {scope.result(), api.symbols->make_context_current.c_str()};
+  return device_of_current(api, ordinal);
+}
+
 driver::MemAllocationProp device_allocation_prop(int device) noexcept {
   driver::MemAllocationProp prop;
   std::memset(&prop, 0, sizeof prop);
@@ -84,29 +132,6 @@ class VmmBackend final : public DriverBackend {
   std::size_t default_alignment() const noexcept override { return 256; }
 
   int device() const noexcept override { return device_; }
-
-  Status current_device(int* ordinal) noexcept override {
-    driver::Context ctx = nullptr;
-    Result r = api_.CtxGetCurrent(&ctx);
-    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::CtxGetCurrent)};
-    if (ctx == nullptr) {
-      *ordinal = -1;
-      return Status::success();
-    }
-    return device_of_current(ordinal);
-  }
-
-  Status stream_device(void* stream, int* ordinal) noexcept override {
-    const auto handle = reinterpret_cast<std::uintptr_t>(stream);
-    if (handle <= 2) return current_device(ordinal);  // null, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
-    if (api_.StreamGetCtx == nullptr) return missing(driver::Call::StreamGetCtx);
-    driver::Context ctx = nullptr;
-    Result r = api_.StreamGetCtx(stream, &ctx);
-    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::StreamGetCtx)};
-    ContextScope scope(api_, ctx);  // cuCtxGetDevice answers for the current context
-    if (scope.result() != driver::kSuccess) return context_failure(scope.result());
-    return device_of_current(ordinal);
-  }
 
   void set_guard_owned() noexcept override { guard_owned_ = true; }
 
@@ -318,29 +343,6 @@ class VmmBackend final : public DriverBackend {
     driver::AllocationHandle handle = 0;
   };
 
-  // The ordinal of the current context's device (a CUdevice is a handle, not promised to be the
-  // ordinal: the ordinal it stands for is looked up).
-  Status device_of_current(int* ordinal) noexcept {
-    if (api_.CtxGetDevice == nullptr) return missing(driver::Call::CtxGetDevice);
-    driver::Device handle = 0;
-    Result r = api_.CtxGetDevice(&handle);
-    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::CtxGetDevice)};
-    int count = 0;
-    r = api_.DeviceGetCount(&count);
-    if (r != driver::kSuccess) return {r, driver::call_name(api_, driver::Call::DeviceGetCount)};
-    for (int i = 0; i < count; ++i) {
-      driver::Device h = 0;
-      if (api_.DeviceGet(&h, i) == driver::kSuccess && h == handle) {
-        *ordinal = i;
-        return Status::success();
-      }
-    }
-    return invalid("the current context's device is none of the driver's device ordinals");
-  }
-  // An optional entry point the library lacks.
-  Status missing(driver::Call call) const noexcept {
-    return {driver::kErrorNotSupported, driver::call_name(api_, call)};
-  }
   bool aligned(std::uintptr_t value) const noexcept { return (value & (granularity_ - 1)) == 0; }
   static Status invalid(const char* what) noexcept { return {driver::kErrorInvalidValue, what}; }
   Status context_failure(Result r) const noexcept {
@@ -505,6 +507,67 @@ std::unique_ptr<DriverBackend> open_selected_driver_backend(std::string* reason)
   }
   if (reason != nullptr) *reason = whys;
   return nullptr;
+}
+
+namespace {
+
+// A driver loaded and initialized once per kind, for the questions that need no context of
+// MATE's own (which driver is selected, which device is current, a stream's device); kept for
+// the life of the process. (A mutex, not std::call_once: see driver_backend_for.)
+struct Loaded {
+  Api api;
+  int count = 0;
+  bool ok = false;
+  std::string reason;
+};
+
+const Loaded& loaded(Kind kind) {
+  static std::mutex mutex;
+  static Loaded* table[kKindCount] = {};
+  std::lock_guard<std::mutex> lock(mutex);
+  Loaded*& l = table[kind_index(kind)];
+  if (l == nullptr) {
+    l = new Loaded;  // never destroyed
+    l->ok = load_and_init(kind, &l->api, &l->count, &l->reason);
+  }
+  return *l;
+}
+
+}  // namespace
+
+std::optional<Kind> selected_driver_kind(std::string* reason) {
+  std::string choice;
+  try {
+    choice = config::device_driver();
+  } catch (const config::ConfigError& e) {
+    if (reason != nullptr) *reason = e.what();
+    return std::nullopt;
+  }
+  std::string whys;
+  for (const Vendor& v : vendors()) {
+    if (choice != "auto" && choice != v.name) continue;
+    const Loaded& l = loaded(v.kind);
+    if (l.ok && l.count > 0) return v.kind;
+    const std::string why = l.ok ? l.api.library + ": " + l.reason : l.reason;
+    whys += (whys.empty() ? "" : "; ") + std::string(v.name) + " driver" +
+            (choice == "auto" ? "" : " (MATE_DEVICE_DRIVER=" + choice + ")") + ": " + why;
+  }
+  if (reason != nullptr) *reason = whys;
+  return std::nullopt;
+}
+
+Status current_device(Kind kind, int* ordinal) noexcept {
+  if (kind == Kind::Host) return {driver::kErrorInvalidValue, "current_device: host memory has no devices"};
+  const Loaded& l = loaded(kind);
+  if (!l.ok) return {driver::kErrorNotInitialized, "current_device: the driver is not loaded"};
+  return current_device_of(l.api, ordinal);
+}
+
+Status stream_device(Kind kind, void* stream, int* ordinal) noexcept {
+  if (kind == Kind::Host) return {driver::kErrorInvalidValue, "stream_device: host memory has no devices"};
+  const Loaded& l = loaded(kind);
+  if (!l.ok) return {driver::kErrorNotInitialized, "stream_device: the driver is not loaded"};
+  return stream_device_of(l.api, stream, ordinal);
 }
 
 DriverBackend* driver_backend(std::string* reason) {

@@ -814,6 +814,14 @@ FAKE_EXPORT void fake_driver_set_host_register_error(int code) {
   l.s.host_register_error = code;
 }
 
+// How many references device `device`'s primary context has (cuDevicePrimaryCtxRetain less
+// releases): whether anything made a context on a device.
+FAKE_EXPORT int fake_driver_context_refs(int device) {
+  Locked l;
+  if (device < 0 || device >= l.s.device_count) return -1;
+  return l.s.context_refs[device];
+}
+
 // A stream handle of device `device` (for cuStreamGetCtx: a stream made on that device's
 // context); nullptr for a device the fake does not have.
 FAKE_EXPORT void* fake_driver_stream_on_device(int device) {

@@ -70,6 +70,11 @@ int main(int argc, char** argv) {
     if (device_of == nullptr) return 8;
     auto at = [](const void* p) { return reinterpret_cast<unsigned long long>(p); };
     std::printf("driver allocation on device %d\nruntime allocation on device %d\n", device_of(d), device_of(at(r)));
+    // Nothing made a context on device 0 for the program's allocations on device 1.
+    using ContextRefs = int (*)(int);
+    auto context_refs = reinterpret_cast<ContextRefs>(dlsym(driver, "fake_driver_context_refs"));
+    if (context_refs == nullptr) return 8;
+    std::printf("device 0 contexts: %d\n", context_refs(0));
     // Then device 0 current (cudaSetDevice(0)): its guard starts after device 1's has mapped.
     using Retain = int (*)(void**, int);
     using SetCurrent = int (*)(void*);

@@ -232,6 +232,8 @@ TEST_F(GuardRun, DeviceAllocationsGoToTheProgramsCurrentDevice) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("driver allocation on device 1\n"));
   EXPECT_THAT(r.out, HasSubstr("runtime allocation on device 1\n"));
+  // The guard made no context on device 0 for them (one rank per GPU: none on GPU 0 but rank 0's).
+  EXPECT_THAT(r.out, HasSubstr("device 0 contexts: 0\n"));
   // Device 0's guard (the process-wide one) starts after device 1's has mapped memory.
   EXPECT_THAT(r.out, HasSubstr("device 0 allocation on device 0\n"));
   // A stream-ordered allocation goes to its stream's device, whatever device is current.

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,12 +50,6 @@ class DriverBackend : public Backend {
   // The device ordinal this backend allocates on. name() is the kind's for device 0 ("cuda") and
   // names the ordinal for the others ("cuda:1"), so that reports say which device.
   virtual int device() const noexcept = 0;
-  // The ordinal of the device whose context is current on the calling thread (any backend of a
-  // driver gives the same answer); -1 when no context is current. Does not change the context.
-  virtual Status current_device(int* ordinal) noexcept = 0;
-  // The ordinal of the device `stream` (a CUstream/MUstream) belongs to; for the null stream and
-  // the legacy (0x1) and per-thread (0x2) handles, current_device()'s answer.
-  virtual Status stream_device(void* stream, int* ordinal) noexcept = 0;
   // This backend's mappings are a guarded allocator's own: device_memory_mapped_count() leaves
   // them out (the install check it serves is about memory MATE mapped unguarded).
   virtual void set_guard_owned() noexcept = 0;
@@ -108,6 +103,19 @@ DriverBackend* driver_backend(std::string* reason = nullptr);
 // one driver, CUDA first, but a MUSA tensor still needs MUSA's); nullptr when there is none or
 // MATE_DEVICE_DRIVER names the other driver. Throws ConfigError for a bad MATE_DEVICE_DRIVER.
 DriverBackend* driver_backend_for(Kind kind);
+
+// The driver kind MATE_DEVICE_DRIVER selects (auto: CUDA, then MUSA, the first with a device),
+// found without making any context (driver_backend() retains device 0's primary context, which
+// a process working on another GPU must not pay for); nullopt with *reason when there is none or
+// the variable is invalid. The driver stays loaded.
+std::optional<Kind> selected_driver_kind(std::string* reason = nullptr);
+// The ordinal of the device whose context is current on the calling thread, for driver `kind`
+// (-1 when none is); and of the device `stream` (a CUstream/MUstream) belongs to (for the null
+// stream and the legacy 0x1 and per-thread 0x2 handles, the current one). Neither makes or
+// changes a context for good. Fail (a Status naming the entry point) where the driver lacks the
+// optional cuCtxGetDevice or cuStreamGetCtx.
+Status current_device(Kind kind, int* ordinal) noexcept;
+Status stream_device(Kind kind, void* stream, int* ordinal) noexcept;
 
 // The backend for device `device` of `kind`: driver_backend_for(kind) for device 0; for another
 // ordinal, one opened on its first use and kept for the life of the process (its primary

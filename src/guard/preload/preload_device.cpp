@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "mate/device/driver.hpp"
@@ -44,13 +45,14 @@ const mate::guard::GuardAllocatorConfig* device_config() noexcept {
     if (bootstrap == nullptr) return;
     Inside inside;
     std::string reason;
-    const mate::device::DriverBackend* selected = mate::device::driver_backend(&reason);
-    if (selected == nullptr) {
+    // The driver only: no context on device 0 for a process that works on another GPU.
+    const std::optional<Kind> kind = mate::device::selected_driver_kind(&reason);
+    if (!kind) {
       std::fprintf(stderr, "mate guard-run: device allocations are not guarded: %s\n", reason.c_str());
       return;
     }
     config = *bootstrap;
-    config.backend = selected->kind();
+    config.backend = *kind;
     config.map_entry_limit = 0;  // device mappings take no host memory-map entries
     ready = true;
   });
@@ -78,13 +80,9 @@ GetDevice runtime_get_device(Kind kind) noexcept {
 // without a context, which the real driver refuses, is served there too).
 int ordinal_for(Kind kind, bool runtime, void* stream) noexcept {
   int ordinal = -1;
-  mate::device::DriverBackend* selected = nullptr;
-  {
+  if (reinterpret_cast<std::uintptr_t>(stream) > 2) {
     Inside inside;
-    selected = mate::device::driver_backend();
-    if (selected != nullptr && reinterpret_cast<std::uintptr_t>(stream) > 2 &&
-        selected->stream_device(stream, &ordinal).ok() && ordinal >= 0)
-      return ordinal;
+    if (mate::device::stream_device(kind, stream, &ordinal).ok() && ordinal >= 0) return ordinal;
   }
   if (runtime) {
     // Called as the program would (its allocations the program's): it may start the runtime.
@@ -92,7 +90,7 @@ int ordinal_for(Kind kind, bool runtime, void* stream) noexcept {
       return ordinal;
   }
   Inside inside;
-  if (selected != nullptr && selected->current_device(&ordinal).ok() && ordinal >= 0) return ordinal;
+  if (mate::device::current_device(kind, &ordinal).ok() && ordinal >= 0) return ordinal;
   return 0;
 }
 
