@@ -3,7 +3,9 @@
 // this same libmate.so, so both see one guard).
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "bindings.hpp"
 #include "mate/core/install_location.hpp"
@@ -76,11 +78,16 @@ void add_memory_debug(py::module_& m) {
       [] {
         std::size_t bad = 0;
         if (guard::GuardAllocator* g = guard::installed_guard_allocator(device::Kind::Host)) bad += g->check_all();
-        for (const device::Vendor& v : device::vendors())
-          if (guard::GuardAllocator* g = guard::installed_guard_allocator(v.kind)) bad += g->check_all();
+        for (const device::Vendor& v : device::vendors()) {
+          // Every device ordinal's (the pluggable hooks make one per device), device 0's once.
+          std::vector<guard::GuardAllocator*> all = guard::device_guard_allocators(v.kind);
+          guard::GuardAllocator* installed = guard::installed_guard_allocator(v.kind);
+          if (installed != nullptr && std::find(all.begin(), all.end(), installed) == all.end()) all.push_back(installed);
+          for (guard::GuardAllocator* g : all) bad += g->check_all();
+        }
         return bad;
       },
-      "Checks the canaries of every live guarded allocation; returns how many are not known intact");
+      "Checks the canaries of every live guarded allocation (host, and each device's); returns how many are not known intact");
   m.def(
       "describe",
       [](std::uintptr_t address) -> py::object {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "mate/device/driver.hpp"
 #include "mate/device/vendors.hpp"
@@ -92,6 +93,14 @@ GuardAllocator* device_guard_owning(device::Kind kind, std::uintptr_t address) n
     if (guard != nullptr && guard->owns(address)) return guard;
   }
   return nullptr;
+}
+
+std::vector<GuardAllocator*> device_guard_allocators(device::Kind kind) {
+  std::vector<GuardAllocator*> out;
+  if (kind == device::Kind::Host) return out;
+  for (PerDevice& slot : table().slot[device::kind_index(kind)])
+    if (GuardAllocator* guard = slot.guard.load(std::memory_order_acquire)) out.push_back(guard);
+  return out;
 }
 
 }  // namespace mate::guard

@@ -4,7 +4,7 @@
 // device1 and device1_overflow allocate on ordinal 1 (run with FAKE_DRIVER_DEVICE_COUNT=2); the
 // others on 0, after checking that ordinal 1 is refused (the fake has one device by default).
 // With FAKE_DRIVER (the fake driver library MATE loaded), prints which device's memory the
-// allocation is ("device N").
+// allocation is ("device N") and how many references device 0's context has then.
 #include <dlfcn.h>
 #include <sys/types.h>
 
@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
     auto device_of = fake != nullptr ? reinterpret_cast<DeviceOf>(dlsym(fake, "fake_driver_device_of")) : nullptr;
     if (device_of == nullptr) return 8;
     std::printf("device %d\n", device_of(reinterpret_cast<unsigned long long>(p)));
+    using ContextRefs = int (*)(int);
+    auto context_refs = reinterpret_cast<ContextRefs>(dlsym(fake, "fake_driver_context_refs"));
+    if (context_refs == nullptr) return 8;
+    std::printf("device 0 contexts: %d\n", context_refs(0));
   }
   std::fflush(stdout);
   std::memset(p, 7, 1000);  // the "kernel" writes the whole tensor

@@ -38,6 +38,7 @@ TEST(PluggableAllocator, HonoursTheDeviceOrdinal) {
   EXPECT_THAT(r.err, HasSubstr(" size 1000 mode tail cuda:1 guard ["));
   EXPECT_THAT(r.err, HasSubstr("canary intact"));
   EXPECT_THAT(r.out, HasSubstr("device 1\n"));
+  EXPECT_THAT(r.out, HasSubstr("device 0 contexts: 0\n"));  // none made on a device not used
   EXPECT_THAT(r.err, Not(HasSubstr("invalid device 1")));
 }
 

@@ -71,3 +71,9 @@ def mate_bin():
 @pytest.fixture
 def ops_demo():
     return _require("TEST_MATE_OPS_DEMO")
+
+
+@pytest.fixture
+def fake_driver():
+    """The fake CUDA/MUSA driver library (tests/fake_driver), for MATE_FAKE_DRIVER_PATH."""
+    return _require("TEST_MATE_FAKE_DRIVER")

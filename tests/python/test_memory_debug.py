@@ -44,3 +44,20 @@ def test_describe_rejects_other_objects(run_python):
             print(e)
     """)
     assert p.stdout.strip() == "describe takes a tensor, an array or an address (int), got str"
+
+
+def test_check_all_covers_every_device_the_hooks_serve(run_python, fake_driver):
+    # The pluggable hooks (what torch's CUDAPluggableAllocator calls) make one guarded allocator
+    # per device; check_all() reads the canaries of all of them, not only device 0's.
+    p = run_python("""
+        import ctypes
+        from mate import _mate, memory_debug as md
+        hooks = ctypes.CDLL(_mate.hooks_library())
+        hooks.mate_guard_alloc.restype = ctypes.c_void_p
+        hooks.mate_guard_alloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        block = hooks.mate_guard_alloc(1000, 1, None)
+        print(md.check_all())
+        ctypes.memset(block + 1000, 0x55, 4)  # the fake's device memory is host memory
+        print(md.check_all())
+    """, env={"MATE_FAKE_DRIVER_PATH": fake_driver, "FAKE_DRIVER_DEVICE_COUNT": "2"})
+    assert p.stdout.splitlines() == ["0", "1"], p.stdout + p.stderr

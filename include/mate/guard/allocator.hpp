@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "mate/device/backend.hpp"
 
@@ -281,6 +282,9 @@ inline constexpr int kMaxGuardedDevices = 8;
 GuardAllocator* device_guard_allocator(int ordinal, const GuardAllocatorConfig& config, std::string* error);
 // Among the allocators device_guard_allocator() made for `kind`, the one that owns `address`.
 GuardAllocator* device_guard_owning(device::Kind kind, std::uintptr_t address) noexcept;
+// The allocators device_guard_allocator() made for `kind`, by ordinal (device 0's, when made,
+// is installed_guard_allocator(kind)).
+std::vector<GuardAllocator*> device_guard_allocators(device::Kind kind);
 // Records that MATE served an unguarded allocation of `kind` (e.g. a framework hook that ran
 // before any install), so a later install is refused as the seed says.
 void note_backend_allocation(device::Kind kind) noexcept;

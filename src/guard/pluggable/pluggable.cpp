@@ -3,6 +3,7 @@
 #include "mate/guard/pluggable.h"
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "mate/config.hpp"
@@ -33,12 +34,13 @@ mate::guard::GuardAllocator* guard_for(int device, const char* who) {
   mate::guard::GuardAllocator* guard = nullptr;
   try {
     std::string reason;
-    mate::device::DriverBackend* selected = mate::device::driver_backend(&reason);
-    if (selected == nullptr)
+    // The driver only: no context on device 0 for a process that works on another GPU.
+    const std::optional<mate::device::Kind> kind = mate::device::selected_driver_kind(&reason);
+    if (!kind)
       error = "no device driver: " + reason;
     else {
       // Read once (each ordinal's allocator is made with it on its first call).
-      static const mate::guard::GuardAllocatorConfig config = config_for(selected->kind());
+      static const mate::guard::GuardAllocatorConfig config = config_for(*kind);
       guard = mate::guard::device_guard_allocator(device, config, &error);
     }
   } catch (const std::exception& e) {  // a bad MATE_GUARD_* value
