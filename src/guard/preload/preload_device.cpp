@@ -1,10 +1,11 @@
 // The device runtime's and driver's plain allocation entry points, interposed by the preload
 // library of `mate guard-run`: cudaMalloc/cudaFree, cudaMallocAsync/cudaFreeAsync,
 // cuMemAlloc_v2/cuMemFree_v2 and the MUSA names. Each allocation is served by the guarded
-// allocator of the device it is for (the runtime's current device, or the current context's),
-// on the driver MATE_DEVICE_DRIVER selects, made on that device's first allocation with the mode
-// and flags `mate guard-run` was given (mate::guard::device_guard_allocator). Anything the guard does not serve (no driver, a
-// pointer it did not return, the other vendor's calls) goes to the next definition (RTLD_NEXT).
+// allocator of the device it is for (its stream's, the runtime's current device, or the current
+// context's), on the driver MATE_DEVICE_DRIVER selects, made on that device's first allocation
+// with the mode and flags `mate guard-run` was given (mate::guard::device_guard_allocator).
+// Anything the guard does not serve (no driver, a pointer it did not return, the other vendor's
+// calls) goes to the next definition (RTLD_NEXT).
 #include <dlfcn.h>
 
 #include <atomic>
