@@ -27,17 +27,6 @@ void set_device_backend(device::Kind kind, device::Backend* backend) noexcept {
   backends[device::kind_index(kind)].store(backend, std::memory_order_release);
 }
 
-device::Backend* device_backend(device::Kind kind) noexcept {
-  if (device::Backend* b = backends[device::kind_index(kind)].load(std::memory_order_acquire)) return b;
-  if (kind == device::Kind::Host) return &device::host_backend();
-  try {
-    if (device::DriverBackend* driver = device::driver_backend_for(kind)) return driver;
-  } catch (...) {
-    // Callers report "no backend" rather than fail the host program.
-  }
-  return nullptr;
-}
-
 DeviceReadsSkipped::DeviceReadsSkipped(device::Kind kind, std::string reason)
     : kind_(kind), reason_(std::move(reason)), previous_(skipped_reads[device::kind_index(kind)]) {
   skipped_reads[device::kind_index(kind)] = &reason_;

@@ -44,9 +44,9 @@ TEST(TensorMemory, EachDeviceIsServedByItsBackend) {
   EXPECT_EQ(backend_for(DLDevice{kDLVulkan, 0}), nullptr);
   mate::testing::HostMemoryDevice device;
   CudaBackendFor cuda(&device);
-  EXPECT_EQ(backend_for(DLDevice{kDLCUDA, 1}), &device);
+  EXPECT_EQ(backend_for(DLDevice{kDLCUDA, 0}), &device);
+  EXPECT_EQ(backend_for(DLDevice{kDLCUDA, 1}), &device);  // every ordinal of the kind
   EXPECT_EQ(backend_for(DLDevice{kDLCUDAManaged, 0}), &device);
-  EXPECT_EQ(device_backend(Kind::Cuda), &device);
 }
 
 TEST(TensorMemory, DeviceBytesComeOutInBoundedChunksInLayoutOrder) {

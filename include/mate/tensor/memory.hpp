@@ -23,11 +23,10 @@
 
 namespace mate::tensor {
 
-// The backend that reads and writes memory of kind `kind` (Cuda or Musa): one set here serves
-// every device ordinal of that kind (tests); when none is set, the driver backend of device 0.
-// nullptr unregisters. Thread-safe.
+// The backend that reads and writes memory of kind `kind` (Cuda or Musa) in place of the driver
+// backends: one set here serves every device ordinal of that kind (tests). nullptr unregisters.
+// Thread-safe.
 void set_device_backend(device::Kind kind, device::Backend* backend) noexcept;
-device::Backend* device_backend(device::Kind kind) noexcept;
 
 // The backend serving `d`: the host backend for host memory; for CUDA/MUSA the one set above,
 // else the driver backend of d's device ordinal (each device's memory is mapped, copied and

@@ -33,9 +33,10 @@ mate::guard::GuardAllocator* guard_for(int device, const char* who) {
   std::string error;
   mate::guard::GuardAllocator* guard = nullptr;
   try {
-    std::string reason;
-    // The driver only: no context on device 0 for a process that works on another GPU.
-    const std::optional<mate::device::Kind> kind = mate::device::selected_driver_kind(&reason);
+    // Chosen once per process, the driver only: no context on device 0 for a process that works
+    // on another GPU.
+    static std::string reason;
+    static const std::optional<mate::device::Kind> kind = mate::device::selected_driver_kind(&reason);
     if (!kind)
       error = "no device driver: " + reason;
     else {
