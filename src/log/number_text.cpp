@@ -85,34 +85,45 @@ char* general6_slow(double v, char* out) noexcept {
   return std::to_chars(out, out + kGeneral6Max, v, std::chars_format::general, 6).ptr;
 }
 
-}  // namespace
-
-char* write_general6(double v, char* out) noexcept {
-  if (v == 0) {  // common in statistics (zeroed outputs); printf keeps the sign: "-0"
+// Zero (common in statistics: zeroed outputs; printf keeps the sign, "-0"), and what the fast
+// path's range leaves out.
+char* general6_rare(double v, char* out) noexcept {
+  if (v == 0) {
     if (std::signbit(v)) *out++ = '-';
     *out++ = '0';
     return out;
   }
-  if (!std::isfinite(v)) return general6_slow(v, out);
-  const double a = std::fabs(v);
-  // The decimal exponent: floor(log10(a)), first estimated from the binary one (too small by
-  // at most one), so that the six digits are a * 10^(5 - e).
-  // a in [2^b, 2^(b+1)) for a normal a; floor(b * log10(2)) is (b * 78913) >> 18 for |b| < 1650.
-  const int b = static_cast<int>((std::bit_cast<std::uint64_t>(a) >> 52) & 0x7ff) - 1023;
-  int e = (b * 78913) >> 18;
-  if (e < -17 || e > 26) return general6_slow(v, out);  // 10^(5 - e) must be exact
+  return general6_slow(v, out);
+}
+
+}  // namespace
+
+char* write_general6(double v, char* out) noexcept {
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(v);
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  // The decimal exponent: floor(log10(|v|)), first estimated from the binary one (too small by
+  // at most one), so that the six digits are |v| * 10^(5 - e).
+  // |v| in [2^b, 2^(b+1)) for a normal v; floor(b * log10(2)) is (b * 78913) >> 18 for |b| < 1650.
+  int e = ((biased - 1023) * 78913) >> 18;
+  // Zero, subnormals, Inf and NaN (biased exponent 0 or 0x7ff) fall outside too.
+  if (static_cast<unsigned>(e + 17) > 43u) [[unlikely]] return general6_rare(v, out);
+  const double a = std::bit_cast<double>(bits & 0x7fffffffffffffffull);
   double scaled = e <= 5 ? a * kPow10[5 - e] : a / kPow10[e - 5];
   if (scaled >= 1e6) {  // the estimate was one too small (at 1e6 itself both give the same digits)
     ++e;
     scaled = e <= 5 ? a * kPow10[5 - e] : a / kPow10[e - 5];
   }
-  std::uint64_t m = 0;
-  if (!round_unambiguous(scaled, m)) return general6_slow(v, out);
+  // Rounded to the nearest integer by adding 2^52 (whose ulp is 1): the integer is then the low
+  // bits of the sum. Unless the value lies within 1e-6 of a tie (std::to_chars then rounds the
+  // exact value), the rounding mode in force cannot have changed which integer that is.
+  const double big = scaled + 0x1p52;
+  std::uint64_t m = std::bit_cast<std::uint64_t>(big) & 0xfffffffffffffull;
+  if (std::fabs(scaled - (big - 0x1p52)) > 0.5 - 1e-6) [[unlikely]] return general6_slow(v, out);
   if (m == 1000000) {  // rounded up into the next decade: 9.999996 -> 10.0000
     m = 100000;
     ++e;
   }
-  if (m < 100000 || m > 999999) return general6_slow(v, out);
+  if (m < 100000 || m > 999999) [[unlikely]] return general6_slow(v, out);
 
   const std::uint64_t d = six_digits(static_cast<std::uint32_t>(m));
   // Significant digits kept (%g drops trailing zeros): up to the last digit that is not '0', the
@@ -147,6 +158,36 @@ char* write_general6(double v, char* out) noexcept {
   out += 1 - e;
   store_digits(out, d, 0);
   return out + n;
+}
+
+char* write_exact_short(double v, char* out) noexcept {
+  // The fraction's digits for each sixteenth, and the bound on the whole part that keeps the
+  // expansion within seven significant digits.
+  struct Sixteenth {
+    char digits[5];
+    unsigned char size;
+    std::uint32_t whole_below;
+  };
+  static constexpr Sixteenth kSixteenths[16] = {
+      {"", 0, 10000000},    {"0625", 4, 1000}, {"125", 3, 10000},  {"1875", 4, 1000}, {"25", 2, 100000},
+      {"3125", 4, 1000},    {"375", 3, 10000}, {"4375", 4, 1000},  {"5", 1, 1000000}, {"5625", 4, 1000},
+      {"625", 3, 10000},    {"6875", 4, 1000}, {"75", 2, 100000},  {"8125", 4, 1000}, {"875", 3, 10000},
+      {"9375", 4, 1000}};
+  const double sixteenths = std::fabs(v) * 16;  // exact: a power of two
+  if (!(sixteenths < 16e7)) return nullptr;     // (NaN too)
+  const auto n = static_cast<std::uint32_t>(sixteenths);
+  if (static_cast<double>(n) != sixteenths) return nullptr;
+  const Sixteenth& f = kSixteenths[n & 15];
+  const std::uint32_t whole = n >> 4;
+  if (whole >= f.whole_below) return nullptr;
+  if (std::signbit(v)) *out++ = '-';  // "-0", as fmt writes it
+  out = std::to_chars(out, out + 8, whole).ptr;
+  if (f.size != 0) {
+    *out = '.';
+    std::memcpy(out + 1, f.digits, 4);  // fixed size; the end below keeps f.size of them
+    out += 1 + f.size;
+  }
+  return out;
 }
 
 char* write_fixed1(double v, char* out) noexcept {

@@ -19,6 +19,16 @@ inline constexpr int kAddressMax = 2 + 16;
 
 // Writes `v` as printf("%.6g") does at `out`; returns the end.
 char* write_general6(double v, char* out) noexcept;
+// The shortest text that reads back as `v` (what fmt's "{}" writes, for a double or a float),
+// when v is a multiple of 1/16 whose decimal expansion has at most seven significant digits:
+// integers below 10^7 (0, 1, -3, 4096), 0.5, 0.0625, 12.375, ... (scalar arguments such as
+// alpha, beta and scales are often such). Returns the end, or nullptr for any other value
+// (nothing written). Room used: kExactShortMax.
+// Why this is the shortest text: another decimal of at most seven significant digits differs
+// from v by at least 1e-7 of v, more than half a float's (or double's) spacing there (2^-24
+// of v), so none reads back as v.
+char* write_exact_short(double v, char* out) noexcept;
+inline constexpr int kExactShortMax = 16;  // "-9999999", "-999.9375"
 // Writes `v` as printf("%.1f") does at `out`; returns the end.
 char* write_fixed1(double v, char* out) noexcept;
 // Writes "0x" and `a` in lowercase hexadecimal without leading zeros ("0x0" for zero: printf's

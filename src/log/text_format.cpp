@@ -196,8 +196,14 @@ void TextWriter::floating(bool f32, double v) {
   RecordBuffer& out = *record_->out;
   constexpr std::size_t kMost = 64;  // "f64 -1.2345678901234567e-308\n" is 29
   char* const start = out.room(kMost);
-  char* const end = f32 ? fmt::format_to(start, FMT_COMPILE("f32 {}\n"), static_cast<float>(v))
-                        : fmt::format_to(start, FMT_COMPILE("f64 {}\n"), v);
+  std::memcpy(start, f32 ? "f32 " : "f64 ", 4);
+  // Integers and short multiples of 1/16 (alpha 1, beta 0, a scale of 0.125) without fmt's
+  // general shortest-digits search, ~4x the time.
+  char* end = write_exact_short(v, start + 4);
+  if (end == nullptr)
+    end = f32 ? fmt::format_to(start + 4, FMT_COMPILE("{}"), static_cast<float>(v))
+              : fmt::format_to(start + 4, FMT_COMPILE("{}"), v);
+  *end++ = '\n';
   out.advance(static_cast<std::size_t>(end - start));
 }
 

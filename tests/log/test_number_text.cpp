@@ -2,15 +2,19 @@
 // of every magnitude, ties and near-ties included; write_address against std::to_chars.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <cfenv>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "log/number_text.hpp"
 
@@ -68,6 +72,26 @@ TEST(NumberText, General6IsPrintfs) {
   }
 }
 
+// The log formats under whatever rounding mode the calling thread set (fesetround): the fast
+// path's rounding (an addition of 2^52) follows that mode, and must still give the digits of
+// round-to-nearest, as std::to_chars (its fallback) does in every mode.
+TEST(NumberText, General6RoundsToNearestUnderEveryRoundingMode) {
+  std::vector<double> values = special_values();
+  std::mt19937_64 rng(4);
+  for (int i = 0; i < 100000; ++i)  // six digits and a fraction: every rounding direction matters
+    values.push_back((100000 + static_cast<double>(rng() % 900000) + static_cast<double>(rng() % 1000) / 1000) *
+                     std::pow(10.0, static_cast<int>(rng() % 30) - 20));
+  std::vector<std::string> nearest;
+  for (double v : values) nearest.push_back(general6(v));
+  for (int mode : {FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO}) {
+    ASSERT_EQ(std::fesetround(mode), 0);
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) differing += general6(values[i]) != nearest[i];
+    std::fesetround(FE_TONEAREST);
+    EXPECT_EQ(differing, 0u) << "rounding mode " << mode;
+  }
+}
+
 TEST(NumberText, Fixed1IsPrintfs) {
   for (double v : special_values()) EXPECT_EQ(fixed1(v), printf_text("%.1f", v)) << printf_text("%.17g", v);
   std::mt19937_64 rng(2);
@@ -80,6 +104,54 @@ TEST(NumberText, Fixed1IsPrintfs) {
     const double v = static_cast<double>(rng() % 10000000) / (i % 2 ? 100.0 : 20.0);
     ASSERT_EQ(fixed1(v), printf_text("%.1f", v)) << printf_text("%.17g", v);
   }
+}
+
+// write_exact_short is fmt's "{}" (the shortest text that reads back), for a float and for a
+// double, wherever it writes; and it writes every multiple of 1/16 with up to seven significant
+// digits (declining the others).
+TEST(NumberText, ExactShortIsFmtsShortestWhereItApplies) {
+  auto exact_short = [](double v, bool& written) {
+    char buf[mate::log::detail::kExactShortMax];
+    char* end = mate::log::detail::write_exact_short(v, buf);
+    written = end != nullptr;
+    return written ? std::string(buf, end) : std::string();
+  };
+  auto significant_digits = [](double v) {  // of the exact expansion (v a multiple of 1/16)
+    std::string s = fmt::format("{:.4f}", std::fabs(v));
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+    s.erase(std::remove(s.begin(), s.end(), '.'), s.end());
+    s.erase(0, s.find_first_not_of('0'));
+    return s.size();
+  };
+  std::size_t written_count = 0;
+  auto check = [&](double v) {
+    bool written = false;
+    const std::string text = exact_short(v, written);
+    const double sixteenths = v * 16;
+    const bool expected = std::isfinite(v) && sixteenths == std::floor(sixteenths) && std::fabs(v) < 1e7 &&
+                          significant_digits(v) <= 7;
+    ASSERT_EQ(written, expected) << fmt::format("{}", v);
+    if (!written) return;
+    ++written_count;
+    ASSERT_EQ(text, fmt::format("{}", v));
+    if (static_cast<double>(static_cast<float>(v)) == v) {
+      ASSERT_EQ(text, fmt::format("{}", static_cast<float>(v)));
+    }
+  };
+  for (double v : {0.0, -0.0, 1.0, -1.0, 0.5, 0.0625, -0.0625, 12.375, 999.9375, 1000.0625, 9999.875, 10000.875,
+                   99999.75, 100000.75, 999999.5, 1000000.5, 9999999.0, 1e7, -9999999.0, 16777216.0, 0.1, 1e-300,
+                   std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                   std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::max(), 0x1p-1074})
+    check(v);
+  for (std::int64_t n = -200000; n <= 200000; ++n) check(static_cast<double>(n) / 16);  // every sixteenth near 0
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 200000; ++i) {
+    const double whole = static_cast<double>(rng() % 20000000) / static_cast<double>(1 << (rng() % 24));
+    check(i % 2 ? whole : -whole);
+    check(std::nextafter(whole, 0.0));
+  }
+  EXPECT_GT(written_count, 200000u);  // the domain was reached, not only declined
 }
 
 TEST(NumberText, AddressIsHexadecimalWithoutLeadingZeros) {
