@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <optional>
 
@@ -16,6 +15,7 @@
 #include "mate/core/recent_device_ranges.hpp"
 #include "mate/device/vendors.hpp"
 #include "mate/tensor/memory.hpp"
+#include "wall_clock.hpp"
 
 namespace mate::log::detail {
 
@@ -30,7 +30,8 @@ struct CallState {
   std::optional<PythonOrigin> python;
   std::uint64_t seq;
   std::shared_ptr<const Settings> settings;  // the snapshot the call started with
-  std::chrono::steady_clock::time_point start;
+  std::int64_t start_ns = 0;  // CLOCK_MONOTONIC when the body started (the elapsed time's start)
+  std::int64_t end_ns = 0;    // and when it ended (also the outputs record's time); 0 before
   int uncaught;
   std::function<void(ArgList&)> outputs;
   std::unique_ptr<Arg> return_value;  // the general path's (a heap Arg: rare, and the state stays small)
@@ -79,13 +80,15 @@ long current_tid() noexcept {
   return t_tid;
 }
 
-Header header_for(const char* name, std::uint64_t seq) {
-  Header h{name, seq, current_pid(), current_tid(), {}};
-  ::clock_gettime(CLOCK_REALTIME, &h.time);
-  return h;
+// A record's header at the monotonic time `mono_ns` (its UTC time derived: wall_clock.hpp).
+Header header_at(const char* name, std::uint64_t seq, std::int64_t mono_ns) {
+  return Header{name, seq, current_pid(), current_tid(), utc_at(mono_ns)};
 }
 
-Header header_for(const CallState& s) { return header_for(s.name, s.seq); }
+Header header_for(const char* name, std::uint64_t seq) { return header_at(name, seq, monotonic_ns()); }
+
+// The outputs record is timed by the body's end reading (no clock read of its own).
+Header header_for(const CallState& s) { return s.end_ns != 0 ? header_at(s.name, s.seq, s.end_ns) : header_for(s.name, s.seq); }
 
 std::string demangle(const std::type_info& type) {
   int status = 0;
@@ -131,7 +134,7 @@ void start_text_call(CallState* s, const RecordBuffer& inputs, const DeviceRange
     // Logging never breaks the call.
   }
   push_in_flight(s->name, s->seq);
-  s->start = std::chrono::steady_clock::now();  // the outputs record's wall time
+  s->start_ns = monotonic_ns();  // the outputs record's wall time
 }
 
 // The fast path's outputs record: false when it gave up (rendered from Args then).
@@ -327,7 +330,7 @@ void start_call(CallState* s) {
     // Logging never breaks the call: a failure to describe the inputs loses only the record.
   }
   push_in_flight(s->name, s->seq);
-  if (s->settings->level >= 3) s->start = std::chrono::steady_clock::now();  // the outputs record's wall time
+  if (s->settings->level >= 3) s->start_ns = monotonic_ns();  // the outputs record's wall time
 }
 
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect) {
@@ -372,8 +375,8 @@ void end_call(CallState* s) noexcept {
   if (!s->started) start_call(s);  // a call object never run: its inputs still come first
   pop_in_flight();
   if (s->settings->level >= 3) {
-    s->outcome.elapsed_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s->start).count();
+    s->end_ns = monotonic_ns();
+    s->outcome.elapsed_us = static_cast<double>(s->end_ns - s->start_ns) / 1000.0;
     if (std::uncaught_exceptions() > s->uncaught) s->outcome.threw = true;  // scope form
     try {
       const Event event = s->outcome.threw ? Event::Exception : Event::Outputs;
