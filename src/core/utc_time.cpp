@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "mate/core/digit_pairs.hpp"
 #include "mate/core/initial_exec_tls.hpp"
 
 namespace mate::core {
@@ -51,13 +52,12 @@ std::size_t write_utc_iso8601_micros(const timespec& when, char* out) noexcept {
   }
   std::memcpy(out, cached, 19);
   out[19] = '.';
-  // Six digits as three independent pairs (one digit per division by ten chains six divisions).
+  // Six digits as three independent pairs, each a table lookup (one digit per division by ten
+  // chains six divisions).
   const auto micros = static_cast<unsigned>(when.tv_nsec / 1000 % 1000000);  // digits even if not normalized
-  const unsigned pairs[3] = {micros / 10000, micros / 100 % 100, micros % 100};
-  for (int k = 0; k < 3; ++k) {
-    out[20 + 2 * k] = static_cast<char>('0' + pairs[k] / 10);
-    out[21 + 2 * k] = static_cast<char>('0' + pairs[k] % 10);
-  }
+  write_two_digits(out + 20, micros / 10000);
+  write_two_digits(out + 22, micros / 100 % 100);
+  write_two_digits(out + 24, micros % 100);
   out[26] = 'Z';
   return 27;
 }

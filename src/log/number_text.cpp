@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "mate/core/digit_pairs.hpp"
+
 namespace mate::log::detail {
 
 namespace {
@@ -35,17 +37,7 @@ char* write_digits(char* out, std::uint64_t v, int count) noexcept {
   return out + count;
 }
 
-// "00", "01", ... "99": two digits per step.
-constexpr auto kDigitPairs = [] {
-  struct Pairs {
-    char c[200];
-  } t{};
-  for (int i = 0; i < 100; ++i) {
-    t.c[2 * i] = static_cast<char>('0' + i / 10);
-    t.c[2 * i + 1] = static_cast<char>('0' + i % 10);
-  }
-  return t;
-}();
+using core::kDigitPairs;
 
 // "00", "01", ... "ff".
 constexpr auto kHexPairs = [] {
