@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libxxhash-dev zlib1g-dev
   python3 python3-numpy python3-torch python3-pytest python3-pybind11 pybind11-dev python3-dev python3-pytest-xdist
-  electric-fence duma time
+  electric-fence duma time valgrind
 )
 
 missing=()

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Instructions one logged call executes at levels 1, 3 and 5 (to /dev/null), counted by
+# callgrind: the difference between runs of 2000 calls and of none, divided by 2000, so startup
+# and warm-up cancel out. Deterministic where the timed benchmarks are not (bench/README.md).
+#
+#   bench/log/instructions_per_call.sh [BUILD_DIR]     # default build/default
+set -euo pipefail
+build=${1:-build/default}
+calls_bin="$build/bench/log/log_calls"
+if ! command -v valgrind >/dev/null; then
+  echo "instructions_per_call: valgrind is not installed (bash scripts/setup.sh installs it)" >&2
+  exit 2
+fi
+if [[ ! -x $calls_bin ]]; then
+  echo "instructions_per_call: $calls_bin not built (cmake --build --preset default)" >&2
+  exit 2
+fi
+instructions() {  # LEVEL CALLS
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$calls_bin" "$1" "$2" 2>&1 |
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+for level in 1 3 5; do
+  none=$(instructions "$level" 0)
+  many=$(instructions "$level" 2000)
+  echo "level $level: $(((many - none) / 2000)) instructions per call"
+done
