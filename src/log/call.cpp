@@ -232,7 +232,8 @@ CallState* write_line(const char* name, const Settings& settings) {
   try {
     if (settings.sink) {
       InlineRecordBuffer<512> out;  // the header reserves ~170 bytes beyond the name
-      render(settings.format, header_for(name, seq), Event::Call, settings.level, {}, nullptr, out);
+      static const std::vector<Arg> kNoArgs;  // not a temporary made and destroyed per call
+      render(settings.format, header_for(name, seq), Event::Call, settings.level, kNoArgs, nullptr, out);
       settings.sink->write(out.view());
     }
   } catch (...) {
