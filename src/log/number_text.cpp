@@ -9,6 +9,10 @@
 
 #include "mate/core/digit_pairs.hpp"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace mate::log::detail {
 
 namespace {
@@ -39,6 +43,7 @@ char* write_digits(char* out, std::uint64_t v, int count) noexcept {
 
 using core::kDigitPairs;
 
+#if !defined(__SSE2__)
 // "00", "01", ... "ff".
 constexpr auto kHexPairs = [] {
   struct Pairs {
@@ -51,6 +56,7 @@ constexpr auto kHexPairs = [] {
   }
   return t;
 }();
+#endif
 
 // The six digits of m (100000 <= m <= 999999) as characters in one integer, the first digit in
 // the lowest byte, then two '0's: three independent pairs (one digit per division by ten would
@@ -200,6 +206,21 @@ char* write_address(std::uintptr_t a, char* out) noexcept {
   out[0] = '0';
   out[1] = 'x';
   const int digits = a == 0 ? 1 : (std::bit_width(a) + 3) / 4;
+#if defined(__SSE2__)
+  // All sixteen digits at once (four per logged tensor line; the byte loop below took ~45
+  // instructions an address): the significant digits shifted to the top, the bytes in writing
+  // order, each split into its two nibbles, each nibble made a character; one 16-byte store, of
+  // which `digits` are kept (kAddressMax allows the rest).
+  static_assert(sizeof(std::uintptr_t) == 8, "sixteen hex digits");
+  const std::uint64_t first = __builtin_bswap64(static_cast<std::uint64_t>(a) << (4 * (16 - digits)));
+  const __m128i bytes = _mm_cvtsi64_si128(static_cast<long long>(first));
+  const __m128i low_nibble = _mm_set1_epi8(0x0f);
+  const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibble),
+                                            _mm_and_si128(bytes, low_nibble));
+  const __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(nibbles, _mm_set1_epi8(9)), _mm_set1_epi8('a' - '0' - 10));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2), _mm_add_epi8(_mm_add_epi8(nibbles, _mm_set1_epi8('0')), letter));
+  return out + 2 + digits;
+#else
   char* const end = out + 2 + digits;
   char* p = end;
   for (; a >= 0x100; a >>= 8) {
@@ -212,6 +233,7 @@ char* write_address(std::uintptr_t a, char* out) noexcept {
     p[-1] = kHexPairs.c[2 * a + 1];
   }
   return end;
+#endif
 }
 
 }  // namespace mate::log::detail
