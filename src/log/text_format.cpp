@@ -97,8 +97,10 @@ void append_indent(RecordBuffer& out, int depth) {
   }
 }
 
-void text_stats(RecordBuffer& out, const tensor::TensorView& v, int depth) {
-  tensor::StatsResult r = tensor::compute_stats(v);
+void text_stats(RecordBuffer& out, const tensor::TensorView& v, const tensor::Layout& layout, int depth) {
+  tensor::StatsOptions options;
+  options.layout = &layout;
+  tensor::StatsResult r = tensor::compute_stats(v, options);
   append_indent(out, depth + 1);
   if (!r.stats) {
     put(out, r.unavailable);
@@ -305,7 +307,7 @@ void TextWriter::tensor(const DLTensor& t) {
   line.number(va.size());
   line.text(" bytes\n");
   out.advance(static_cast<std::size_t>(line.p - start));
-  if (record.level >= 5) text_stats(out, v, depth_);
+  if (record.level >= 5) text_stats(out, v, layout, depth_);
 }
 
 namespace {

@@ -285,10 +285,10 @@ bool read_guarded(HostRead& read, std::uintptr_t lo, std::uintptr_t hi, const de
 }
 
 // `controls`: those in effect (ExactFloatMode's), for the guarded read to put back after a fault.
-StatsResult host_stats(const TensorView& t, const detail::FloatControls& controls) {
+StatsResult host_stats(const TensorView& t, const StatsOptions& options, const detail::FloatControls& controls) {
   StatsResult r;
   const ScalarType type = t.scalar_type();
-  const Layout layout = t.layout();
+  const Layout layout = options.layout != nullptr ? *options.layout : t.layout();
   const std::int64_t numel = layout.numel;
   r.unavailable = check(t, type, layout);
   if (!r.unavailable.empty()) return r;
@@ -323,7 +323,7 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
   const detail::ExactFloatMode exact;
   StatsResult r;
   const ScalarType type = t.scalar_type();
-  const Layout layout = t.layout();
+  const Layout layout = options.layout != nullptr ? *options.layout : t.layout();
   r.unavailable = check(t, type, layout);
   if (!r.unavailable.empty()) return r;
   Walk w(t);
@@ -366,7 +366,7 @@ StatsResult compute_stats(const TensorView& t, const StatsOptions& options) {
   const Memory m = t.memory();
   if (m == Memory::Host) {
     const detail::ExactFloatMode exact;
-    return host_stats(t, exact.in_effect());
+    return host_stats(t, options, exact.in_effect());
   }
   StatsResult r;
   if (m == Memory::Other) {

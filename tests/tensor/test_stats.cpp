@@ -87,6 +87,29 @@ TEST(Stats, F32ExcludesNanAndInfFromMinMaxMean) {
   EXPECT_TRUE(s.floating);
 }
 
+// StatsOptions::layout (the log's tensor line passes the layout it computed) is what the
+// statistics go by: the same results as without it, and a layout that says "invalid" is obeyed.
+TEST(Stats, UseTheLayoutTheCallerGives) {
+  std::vector<float> v{1, 2, 3, 4, 5, 6};
+  std::vector<std::int64_t> shape{2, 3};
+  const DLTensor t = dl_view(v.data(), ScalarType::F32, shape);
+  const TensorView view(t);
+  const Layout layout = view.layout();
+  StatsOptions options;
+  options.layout = &layout;
+  const StatsResult given = compute_stats(view, options);
+  ASSERT_TRUE(given.stats.has_value()) << given.unavailable;
+  EXPECT_EQ(given.stats->count, 6);
+  EXPECT_EQ(given.stats->min, 1);
+  EXPECT_EQ(given.stats->max, 6);
+  EXPECT_DOUBLE_EQ(given.stats->mean, 3.5);
+  const Layout invalid{"negative dimension in shape", 0, {}};
+  options.layout = &invalid;
+  const StatsResult refused = compute_stats(view, options);
+  EXPECT_FALSE(refused.stats.has_value());
+  EXPECT_NE(refused.unavailable.find("negative dimension in shape"), std::string::npos) << refused.unavailable;
+}
+
 TEST(Stats, AllNonFiniteHasNoMinMax) {
   std::vector<double> v{std::nan(""), INFINITY};
   std::vector<std::int64_t> shape{2};
