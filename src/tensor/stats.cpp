@@ -239,6 +239,11 @@ void finish(const Acc& acc, std::int64_t multiplicity, std::int64_t count, bool 
   }
 }
 
+// Whether `t` (of scalar type `type`, layout `layout`) can have statistics (check says why not).
+bool computable(const TensorView& t, ScalarType type, const Layout& layout) noexcept {
+  return layout.error == nullptr && type != ScalarType::Unsupported && (t.dl().data != nullptr || layout.numel == 0);
+}
+
 // Why `t` (of scalar type `type`, layout `layout`) has no statistics; empty when it has.
 std::string check(const TensorView& t, ScalarType type, const Layout& layout) {
   if (layout.error != nullptr) return std::string("stats unavailable: invalid layout (") + layout.error + ")";
@@ -290,8 +295,10 @@ StatsResult host_stats(const TensorView& t, const StatsOptions& options, const d
   const ScalarType type = t.scalar_type();
   const Layout layout = options.layout != nullptr ? *options.layout : t.layout();
   const std::int64_t numel = layout.numel;
-  r.unavailable = check(t, type, layout);
-  if (!r.unavailable.empty()) return r;
+  if (!computable(t, type, layout)) {  // (the common case builds no string)
+    r.unavailable = check(t, type, layout);
+    return r;
+  }
   Acc acc;
   std::int64_t multiplicity = 1;
   if (numel > 0) {
@@ -324,8 +331,10 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
   StatsResult r;
   const ScalarType type = t.scalar_type();
   const Layout layout = options.layout != nullptr ? *options.layout : t.layout();
-  r.unavailable = check(t, type, layout);
-  if (!r.unavailable.empty()) return r;
+  if (!computable(t, type, layout)) {  // (the common case builds no string)
+    r.unavailable = check(t, type, layout);
+    return r;
+  }
   Walk w(t);
   normalize(t, w);
   const std::int64_t es = static_cast<std::int64_t>(t.element_size());
