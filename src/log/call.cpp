@@ -23,13 +23,19 @@ namespace mate::log::detail {
 // within glibc's per-thread cache of small blocks (1032 bytes), several times faster to
 // allocate than a larger block (the inline buffers are sized for that).
 struct CallState {
-  CallState(const char* call, std::uint64_t number, std::shared_ptr<const Settings> snapshot) noexcept
-      : name(call), seq(number), settings(std::move(snapshot)), uncaught(std::uncaught_exceptions()) {}
+  // `borrowed`: this thread's settings (see prepare), else `owned`.
+  CallState(const char* call, std::uint64_t number, const Settings* borrowed, std::shared_ptr<const Settings> owned) noexcept
+      : name(call),
+        seq(number),
+        settings(borrowed != nullptr ? borrowed : owned.get()),
+        owned_settings(std::move(owned)),
+        uncaught(std::uncaught_exceptions()) {}
 
   const char* name;
   std::optional<PythonOrigin> python;
   std::uint64_t seq;
-  std::shared_ptr<const Settings> settings;  // the snapshot the call started with
+  const Settings* settings;  // the snapshot the call started with
+  std::shared_ptr<const Settings> owned_settings;  // it, when not borrowed from the thread's
   std::int64_t start_ns = 0;  // CLOCK_MONOTONIC when the body started (the elapsed time's start)
   std::int64_t end_ns = 0;    // and when it ended (also the outputs record's time); 0 before
   int uncaught;
@@ -213,7 +219,7 @@ class CaptureScope {
 CallState* new_line_only_state(int level) {
   Settings settings;  // only the level is read: no sink, no hooks
   settings.level = level;
-  auto* s = new CallState("", 0, std::make_shared<const Settings>(std::move(settings)));
+  auto* s = new CallState("", 0, nullptr, std::make_shared<const Settings>(std::move(settings)));
   s->started = true;
   return s;
 }
@@ -246,16 +252,20 @@ CallState* write_line(const char* name, const Settings& settings) {
 // `shared_line_state`: at levels 1 and 2 the call may get the shared state of write_line (its
 // caller then sets nothing in it).
 CallState* prepare(const char* name, Collector collect, void* context, bool shared_line_state) {
-  if (shared_line_state) {
-    // The thread's settings borrowed, not counted: nothing below asks for them again.
-    if (const Settings* settings = current_settings_of_this_thread()) {
-      if (settings->level <= 0) return nullptr;
-      if (settings->level < 3) return write_line(name, *settings);
-    }
+  // ApiCall's calls borrow the thread's settings, not counting a reference (two atomic
+  // operations a call): such a call ends on the thread it began on, and that thread keeps the
+  // snapshot while calls are in flight on it (settings.cpp: retired, not released).
+  const Settings* borrowed = shared_line_state ? current_settings_of_this_thread() : nullptr;
+  if (borrowed != nullptr) {
+    if (borrowed->level <= 0) return nullptr;
+    if (borrowed->level < 3) return write_line(name, *borrowed);
   }
-  std::shared_ptr<const Settings> settings = current_settings();  // also latches g_level on the first call
-  if (settings->level <= 0) return nullptr;
-  auto* s = new CallState(name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, std::move(settings));
+  std::shared_ptr<const Settings> owned;
+  if (borrowed == nullptr) {
+    owned = current_settings();  // also latches g_level on the first call
+    if (owned->level <= 0) return nullptr;
+  }
+  auto* s = new CallState(name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, borrowed, std::move(owned));
   try {
     // Copied (or on the fast path rendered) now: ApiCall's values live only as long as its
     // constructor; written by start_call, so that ApiCall::stream() can still name the call's
@@ -397,6 +407,7 @@ void end_call(CallState* s) noexcept {
     }
   }
   delete s;
+  if (*in_flight_depth() == 0) release_retired_settings();
 }
 
 }  // namespace mate::log::detail

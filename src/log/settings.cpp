@@ -73,6 +73,9 @@ void load_locked(Shared& s) {
 struct ThreadSnapshot {
   std::uint64_t generation = 0;
   std::shared_ptr<const Settings> snapshot;
+  // Snapshots replaced while calls were in flight on this thread: those calls borrowed them
+  // (call.cpp, prepare). Released when no call is in flight (release_retired_settings).
+  std::vector<std::shared_ptr<const Settings>> retired;
   ~ThreadSnapshot();
 };
 MATE_INITIAL_EXEC thread_local bool t_snapshot_dead = false;
@@ -91,12 +94,17 @@ std::shared_ptr<const Settings> current_settings() {
     if (!s.loaded) load_locked(s);
     settings = s.snapshot;
     if (!t_snapshot_dead) {
+      if (t_snapshot.snapshot && *in_flight_depth() > 0) t_snapshot.retired.push_back(std::move(t_snapshot.snapshot));
       t_snapshot.generation = s.generation.load(std::memory_order_relaxed);
       t_snapshot.snapshot = settings;
     }
   }
   if (settings->level > 0) register_crash_context_provider();  // outside the lock: see there
   return settings;
+}
+
+void release_retired_settings() noexcept {
+  if (!t_snapshot_dead && !t_snapshot.retired.empty()) t_snapshot.retired.clear();
 }
 
 const Settings* current_settings_of_this_thread() {

@@ -421,6 +421,28 @@ TEST_F(LogTest, LevelOneCallsThatThrowOrRunOnThreadsLeaveTheirLinesAndNothingInF
   EXPECT_EQ(inner, static_cast<std::size_t>(kThreads * kCalls));
 }
 
+// A call borrows its thread's settings (no reference counted per call). When a nested call on
+// the same thread picks up new settings (reconfigure() in the body: another log file), the outer
+// call's keep living until it ends: its outputs record goes to the file it started with.
+TEST_F(LogTest, ACallKeepsItsSettingsWhenANestedCallPicksUpNewOnes) {
+  configure(3);
+  const std::string second = path_ + ".second";
+  const float result = MATE_API("outer", 2.0f).run([&] {
+    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, second));
+    mate::log::reconfigure();
+    return MATE_API("inner", 1.0f).run([] { return 1.0f; });  // this thread's settings replaced here
+  });
+  EXPECT_EQ(result, 1.0f);
+  restore();
+  const std::string first_log = log(), second_log = read_file(second);
+  EXPECT_NE(first_log.find("] outer inputs"), std::string::npos) << first_log;
+  EXPECT_NE(first_log.find("] outer outputs"), std::string::npos) << first_log;
+  EXPECT_EQ(first_log.find("inner"), std::string::npos) << first_log;
+  EXPECT_NE(second_log.find("] inner inputs"), std::string::npos) << second_log;
+  EXPECT_NE(second_log.find("] inner outputs"), std::string::npos) << second_log;
+  EXPECT_EQ(second_log.find("outer"), std::string::npos) << second_log;
+}
+
 TEST_F(LogTest, InvalidConfigurationDisablesLoggingWithOneMessage) {
   overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGLEVEL, "2"));
   testing::internal::CaptureStderr();
