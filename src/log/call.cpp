@@ -254,18 +254,25 @@ CallState* write_line(const char* name, const Settings& settings) {
 CallState* prepare(const char* name, Collector collect, void* context, bool shared_line_state) {
   // ApiCall's calls borrow the thread's settings, not counting a reference (two atomic
   // operations a call): such a call ends on the thread it began on, and that thread keeps the
-  // snapshot while calls are in flight on it (settings.cpp: retired, not released).
-  const Settings* borrowed = shared_line_state ? current_settings_of_this_thread() : nullptr;
-  if (borrowed != nullptr) {
-    if (borrowed->level <= 0) return nullptr;
-    if (borrowed->level < 3) return write_line(name, *borrowed);
+  // snapshots it replaces while it has borrowers (settings.cpp: retired, not released).
+  const Settings* current = shared_line_state ? current_settings_of_this_thread() : nullptr;
+  if (current != nullptr) {
+    if (current->level <= 0) return nullptr;
+    if (current->level < 3) return write_line(name, *current);
   }
   std::shared_ptr<const Settings> owned;
-  if (borrowed == nullptr) {
+  if (current == nullptr) {
     owned = current_settings();  // also latches g_level on the first call
     if (owned->level <= 0) return nullptr;
   }
-  auto* s = new CallState(name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, borrowed, std::move(owned));
+  const Settings* const borrowed = current != nullptr ? borrow_settings_of_this_thread(current) : nullptr;
+  CallState* s = nullptr;
+  try {
+    s = new CallState(name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, borrowed, std::move(owned));
+  } catch (...) {
+    if (borrowed != nullptr) return_borrowed_settings();
+    throw;
+  }
   try {
     // Copied (or on the fast path rendered) now: ApiCall's values live only as long as its
     // constructor; written by start_call, so that ApiCall::stream() can still name the call's
@@ -406,8 +413,9 @@ void end_call(CallState* s) noexcept {
     } catch (...) {
     }
   }
+  const bool borrowed = s->owned_settings == nullptr;
   delete s;
-  if (*in_flight_depth() == 0) release_retired_settings();
+  if (borrowed) return_borrowed_settings();
 }
 
 }  // namespace mate::log::detail

@@ -32,9 +32,12 @@ std::shared_ptr<const Settings> current_settings();
 // thread asks again, since only the thread itself replaces its copy. nullptr once the thread's
 // copy is gone (a call from another thread_local's destructor): use current_settings() then.
 const Settings* current_settings_of_this_thread();
-// When no call is in flight on this thread: lets go of the snapshots it replaced while calls
-// that borrowed them (current_settings_of_this_thread) were in flight.
-void release_retired_settings() noexcept;
+// A call's hold on `current` (this thread's settings, from current_settings_of_this_thread) for
+// as long as it runs on this thread, without counting a reference: while any such hold lasts,
+// the snapshots this thread replaces are kept (retired), and released when the last hold is
+// returned. Returns `current`.
+const Settings* borrow_settings_of_this_thread(const Settings* current) noexcept;
+void return_borrowed_settings() noexcept;
 
 enum class Event { Call, Inputs, Outputs, Exception };
 

@@ -73,14 +73,15 @@ void load_locked(Shared& s) {
 struct ThreadSnapshot {
   std::uint64_t generation = 0;
   std::shared_ptr<const Settings> snapshot;
-  // Snapshots replaced while calls were in flight on this thread: those calls borrowed them
-  // (call.cpp, prepare). Released when no call is in flight (release_retired_settings).
+  // Snapshots replaced while calls held them (borrow_settings_of_this_thread), released when
+  // the last hold is returned.
   std::vector<std::shared_ptr<const Settings>> retired;
   ~ThreadSnapshot();
 };
 MATE_INITIAL_EXEC thread_local bool t_snapshot_dead = false;
 ThreadSnapshot::~ThreadSnapshot() { t_snapshot_dead = true; }
 MATE_INITIAL_EXEC thread_local ThreadSnapshot t_snapshot;
+MATE_INITIAL_EXEC thread_local int t_borrowers = 0;  // calls on this thread holding its settings
 
 }  // namespace
 
@@ -94,7 +95,7 @@ std::shared_ptr<const Settings> current_settings() {
     if (!s.loaded) load_locked(s);
     settings = s.snapshot;
     if (!t_snapshot_dead) {
-      if (t_snapshot.snapshot && *in_flight_depth() > 0) t_snapshot.retired.push_back(std::move(t_snapshot.snapshot));
+      if (t_snapshot.snapshot && t_borrowers > 0) t_snapshot.retired.push_back(std::move(t_snapshot.snapshot));
       t_snapshot.generation = s.generation.load(std::memory_order_relaxed);
       t_snapshot.snapshot = settings;
     }
@@ -103,8 +104,13 @@ std::shared_ptr<const Settings> current_settings() {
   return settings;
 }
 
-void release_retired_settings() noexcept {
-  if (!t_snapshot_dead && !t_snapshot.retired.empty()) t_snapshot.retired.clear();
+const Settings* borrow_settings_of_this_thread(const Settings* current) noexcept {
+  ++t_borrowers;
+  return current;
+}
+
+void return_borrowed_settings() noexcept {
+  if (--t_borrowers == 0 && !t_snapshot_dead && !t_snapshot.retired.empty()) t_snapshot.retired.clear();
 }
 
 const Settings* current_settings_of_this_thread() {
