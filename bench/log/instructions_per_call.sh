@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Instructions one logged call executes at levels 1, 3 and 5 (to /dev/null), counted by
 # callgrind: the difference between runs of 2000 calls and of none, divided by 2000, so startup
-# and warm-up cancel out. Deterministic where the timed benchmarks are not (bench/README.md).
+# and warm-up cancel out. Nearly deterministic where the timed benchmarks are not (work driven by
+# the clock, the date text made once a second and the clock offset checked every 100 ms, varies
+# with the run's length under callgrind: a few instructions a call). bench/README.md.
 #
 #   bench/log/instructions_per_call.sh [BUILD_DIR]     # default build/default
 set -euo pipefail

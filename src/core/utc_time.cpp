@@ -54,7 +54,13 @@ std::size_t write_utc_iso8601_micros(const timespec& when, char* out) noexcept {
   out[19] = '.';
   // Six digits as three independent pairs, each a table lookup (one digit per division by ten
   // chains six divisions).
-  const auto micros = static_cast<unsigned>(when.tv_nsec / 1000 % 1000000);  // digits even if not normalized
+  unsigned micros;
+  if (when.tv_nsec >= 0 && when.tv_nsec < 1'000'000'000) {
+    micros = static_cast<unsigned>(when.tv_nsec) / 1000;
+  } else {  // not normalized: still six digits (each pair below 100)
+    long us = when.tv_nsec / 1000 % 1000000;
+    micros = static_cast<unsigned>(us < 0 ? us + 1000000 : us);
+  }
   write_two_digits(out + 20, micros / 10000);
   write_two_digits(out + 22, micros / 100 % 100);
   write_two_digits(out + 24, micros % 100);

@@ -23,12 +23,14 @@ namespace mate::log::detail {
 // within glibc's per-thread cache of small blocks (1032 bytes), several times faster to
 // allocate than a larger block (the inline buffers are sized for that).
 struct CallState {
-  // `borrowed`: this thread's settings (see prepare), else `owned`.
-  CallState(const char* call, std::uint64_t number, const Settings* borrowed, std::shared_ptr<const Settings> owned) noexcept
+  // `borrowed`: this thread's settings, held through `holds` (see prepare), else `owned`.
+  CallState(const char* call, std::uint64_t number, const Settings* borrowed, int* holds,
+            std::shared_ptr<const Settings> owned) noexcept
       : name(call),
         seq(number),
         settings(borrowed != nullptr ? borrowed : owned.get()),
         owned_settings(std::move(owned)),
+        settings_holds(holds),
         uncaught(std::uncaught_exceptions()) {}
 
   const char* name;
@@ -36,6 +38,7 @@ struct CallState {
   std::uint64_t seq;
   const Settings* settings;  // the snapshot the call started with
   std::shared_ptr<const Settings> owned_settings;  // it, when not borrowed from the thread's
+  int* settings_holds;  // when borrowed: the thread's count of holds (borrow_settings_of_this_thread)
   std::int64_t start_ns = 0;  // CLOCK_MONOTONIC when the body started (the elapsed time's start)
   std::int64_t end_ns = 0;    // and when it ended (also the outputs record's time); 0 before
   int uncaught;
@@ -219,7 +222,7 @@ class CaptureScope {
 CallState* new_line_only_state(int level) {
   Settings settings;  // only the level is read: no sink, no hooks
   settings.level = level;
-  auto* s = new CallState("", 0, nullptr, std::make_shared<const Settings>(std::move(settings)));
+  auto* s = new CallState("", 0, nullptr, nullptr, std::make_shared<const Settings>(std::move(settings)));
   s->started = true;
   return s;
 }
@@ -238,7 +241,8 @@ CallState* write_line(const char* name, const Settings& settings) {
   try {
     if (settings.sink) {
       InlineRecordBuffer<512> out;  // the header reserves ~170 bytes beyond the name
-      static const std::vector<Arg> kNoArgs;  // not a temporary made and destroyed per call
+      // Not a temporary made and destroyed per call; never destroyed (calls may run during exit).
+      static const std::vector<Arg>& kNoArgs = *new const std::vector<Arg>();
       render(settings.format, header_for(name, seq), Event::Call, settings.level, kNoArgs, nullptr, out);
       settings.sink->write(out.view());
     }
@@ -265,12 +269,12 @@ CallState* prepare(const char* name, Collector collect, void* context, bool shar
     owned = current_settings();  // also latches g_level on the first call
     if (owned->level <= 0) return nullptr;
   }
-  const Settings* const borrowed = current != nullptr ? borrow_settings_of_this_thread(current) : nullptr;
+  int* const holds = current != nullptr ? borrow_settings_of_this_thread() : nullptr;
   CallState* s = nullptr;
   try {
-    s = new CallState(name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, borrowed, std::move(owned));
+    s = new CallState(name, g_seq.fetch_add(1, std::memory_order_relaxed) + 1, current, holds, std::move(owned));
   } catch (...) {
-    if (borrowed != nullptr) return_borrowed_settings();
+    if (holds != nullptr) return_borrowed_settings(holds);
     throw;
   }
   try {
@@ -413,9 +417,9 @@ void end_call(CallState* s) noexcept {
     } catch (...) {
     }
   }
-  const bool borrowed = s->owned_settings == nullptr;
+  int* const holds = s->settings_holds;
   delete s;
-  if (borrowed) return_borrowed_settings();
+  if (holds != nullptr) return_borrowed_settings(holds);
 }
 
 }  // namespace mate::log::detail

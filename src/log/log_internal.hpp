@@ -32,12 +32,14 @@ std::shared_ptr<const Settings> current_settings();
 // thread asks again, since only the thread itself replaces its copy. nullptr once the thread's
 // copy is gone (a call from another thread_local's destructor): use current_settings() then.
 const Settings* current_settings_of_this_thread();
-// A call's hold on `current` (this thread's settings, from current_settings_of_this_thread) for
-// as long as it runs on this thread, without counting a reference: while any such hold lasts,
-// the snapshots this thread replaces are kept (retired), and released when the last hold is
-// returned. Returns `current`.
-const Settings* borrow_settings_of_this_thread(const Settings* current) noexcept;
-void return_borrowed_settings() noexcept;
+// A call's hold on this thread's settings (current_settings_of_this_thread) for as long as it
+// runs, without counting a reference: while any such hold lasts, the snapshots this thread
+// replaces are kept (retired), released when the last hold is returned. Returns the thread's
+// count of holds, to be handed back to return_borrowed_settings: a call that ends on another
+// thread (which api.hpp rules out) then returns nothing there, and its thread keeps what it
+// retired.
+int* borrow_settings_of_this_thread() noexcept;
+void return_borrowed_settings(int* holds) noexcept;
 
 enum class Event { Call, Inputs, Outputs, Exception };
 

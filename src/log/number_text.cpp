@@ -9,8 +9,11 @@
 
 #include "mate/core/digit_pairs.hpp"
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && defined(__x86_64__)
+#define MATE_HEX_SSE2 1
 #include <emmintrin.h>
+#else
+#define MATE_HEX_SSE2 0
 #endif
 
 namespace mate::log::detail {
@@ -43,7 +46,7 @@ char* write_digits(char* out, std::uint64_t v, int count) noexcept {
 
 using core::kDigitPairs;
 
-#if !defined(__SSE2__)
+#if !MATE_HEX_SSE2
 // "00", "01", ... "ff".
 constexpr auto kHexPairs = [] {
   struct Pairs {
@@ -206,7 +209,7 @@ char* write_address(std::uintptr_t a, char* out) noexcept {
   out[0] = '0';
   out[1] = 'x';
   const int digits = a == 0 ? 1 : (std::bit_width(a) + 3) / 4;
-#if defined(__SSE2__)
+#if MATE_HEX_SSE2
   // All sixteen digits at once (four per logged tensor line; the byte loop below took ~45
   // instructions an address): the significant digits shifted to the top, the bytes in writing
   // order, each split into its two nibbles, each nibble made a character; one 16-byte store, of

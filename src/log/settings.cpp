@@ -74,7 +74,7 @@ struct ThreadSnapshot {
   std::uint64_t generation = 0;
   std::shared_ptr<const Settings> snapshot;
   // Snapshots replaced while calls held them (borrow_settings_of_this_thread), released when
-  // the last hold is returned.
+  // the last hold is returned (all of them then: reconfigure() is rare, for tests and tools).
   std::vector<std::shared_ptr<const Settings>> retired;
   ~ThreadSnapshot();
 };
@@ -104,12 +104,13 @@ std::shared_ptr<const Settings> current_settings() {
   return settings;
 }
 
-const Settings* borrow_settings_of_this_thread(const Settings* current) noexcept {
+int* borrow_settings_of_this_thread() noexcept {
   ++t_borrowers;
-  return current;
+  return &t_borrowers;
 }
 
-void return_borrowed_settings() noexcept {
+void return_borrowed_settings(int* holds) noexcept {
+  if (holds != &t_borrowers || t_borrowers <= 0) return;  // not this thread's hold
   if (--t_borrowers == 0 && !t_snapshot_dead && !t_snapshot.retired.empty()) t_snapshot.retired.clear();
 }
 

@@ -4,13 +4,16 @@
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 
 namespace mate::log::detail {
 
 namespace {
 
 constexpr std::int64_t kNsPerSecond = 1'000'000'000;
-constexpr std::int64_t kRecheckNs = 100'000'000;  // 100 ms
+constexpr std::int64_t kRecheckNs = 100'000'000;     // 100 ms
+constexpr std::int64_t kWideNs = 20'000;              // a measurement's window beyond which
+constexpr std::int64_t kRecheckWideNs = 1'000'000;    // it is taken again after 1 ms
 // Offsets that differ by less than this are the same offset measured twice: keeping the old
 // one keeps the records' times in the order of the monotonic readings.
 constexpr std::int64_t kStepNs = 1'000;
@@ -24,9 +27,21 @@ std::atomic<int (*)(clockid_t, timespec*)> g_realtime{nullptr};  // tests' stand
 
 // Measures the offset between two monotonic readings around one real-time reading (its error
 // is at most half their distance: tens of nanoseconds, unless the thread was descheduled in
-// between, so the narrowest of three tries counts) and keeps it if it moved by a step. Threads
-// may do this at once: each stores an offset measured just now.
-void check_offset() noexcept {
+// between, so the narrowest of three tries counts; a wide one is measured again after 1 ms) and
+// keeps it if it moved by a step. One thread measures at a time, so that one descheduled in the
+// middle cannot put back an offset older than another's; others meanwhile go on with the offset
+// there is (the very first measurement excepted: they wait for it).
+void check_offset(std::int64_t mono_ns) noexcept {
+  static std::mutex checking;
+  const bool first = g_checked_until_ns.load(std::memory_order_acquire) == INT64_MIN;
+  if (first) {
+    checking.lock();
+  } else if (!checking.try_lock()) {
+    return;
+  }
+  const std::lock_guard unlock(checking, std::adopt_lock);
+  const std::int64_t checked_until = g_checked_until_ns.load(std::memory_order_acquire);
+  if (mono_ns < checked_until && checked_until != INT64_MIN) return;  // another thread just did
   auto* const read_realtime = g_realtime.load(std::memory_order_relaxed);
   std::int64_t measured = 0, window = INT64_MAX, after_ns = 0;
   for (int attempt = 0; attempt < 3 && window > 2 * kStepNs; ++attempt) {
@@ -40,14 +55,13 @@ void check_offset() noexcept {
     ::clock_gettime(CLOCK_MONOTONIC, &after);
     if (ns_of(after) - ns_of(before) < window) {
       window = ns_of(after) - ns_of(before);
-      measured = ns_of(real) - (ns_of(before) + ns_of(after)) / 2;
+      measured = ns_of(real) - (ns_of(before) + window / 2);
     }
     after_ns = ns_of(after);
   }
-  const bool first = g_checked_until_ns.load(std::memory_order_relaxed) == INT64_MIN;
-  if (first || std::llabs(measured - g_offset_ns.load(std::memory_order_relaxed)) > kStepNs + window / 2)
+  if (checked_until == INT64_MIN || std::llabs(measured - g_offset_ns.load(std::memory_order_relaxed)) > kStepNs + window / 2)
     g_offset_ns.store(measured, std::memory_order_relaxed);
-  g_checked_until_ns.store(after_ns + kRecheckNs, std::memory_order_release);
+  g_checked_until_ns.store(after_ns + (window > kWideNs ? kRecheckWideNs : kRecheckNs), std::memory_order_release);
 }
 
 }  // namespace
@@ -59,11 +73,16 @@ std::int64_t monotonic_ns() noexcept {
 }
 
 timespec utc_at(std::int64_t mono_ns) noexcept {
-  if (mono_ns >= g_checked_until_ns.load(std::memory_order_acquire)) check_offset();
+  if (mono_ns >= g_checked_until_ns.load(std::memory_order_acquire)) check_offset(mono_ns);
   const std::int64_t utc = mono_ns + g_offset_ns.load(std::memory_order_relaxed);
+  std::int64_t seconds = utc / kNsPerSecond, ns = utc % kNsPerSecond;
+  if (ns < 0) {  // before 1970: tv_nsec stays in [0, 1e9)
+    ns += kNsPerSecond;
+    --seconds;
+  }
   timespec t{};
-  t.tv_sec = static_cast<time_t>(utc / kNsPerSecond);
-  t.tv_nsec = static_cast<long>(utc % kNsPerSecond);
+  t.tv_sec = static_cast<time_t>(seconds);
+  t.tv_nsec = static_cast<long>(ns);
   return t;
 }
 

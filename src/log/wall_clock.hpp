@@ -8,7 +8,9 @@
 // step of the system clock changes (settimeofday, clock_settime, a leap second, resuming from
 // suspend): NTP's gradual adjustments slew both clocks alike. The offset is checked again at
 // most 100 ms after the last check, so a record's time is CLOCK_REALTIME's to within a
-// microsecond, except in the 100 ms after a step, when it may still be the time before the step.
+// microsecond, except in the 100 ms after a step, when it may still be the time before the step
+// (and when the offset could only be measured roughly, the thread descheduled between the
+// readings: then it is measured again after 1 ms).
 #pragma once
 
 #include <time.h>

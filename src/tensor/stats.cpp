@@ -330,7 +330,7 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
   const detail::ExactFloatMode exact;
   StatsResult r;
   const ScalarType type = t.scalar_type();
-  const Layout layout = options.layout != nullptr ? *options.layout : t.layout();
+  const Layout layout = t.layout();  // (not options.layout: the staging buffer is sized by it)
   if (!computable(t, type, layout)) {  // (the common case builds no string)
     r.unavailable = check(t, type, layout);
     return r;

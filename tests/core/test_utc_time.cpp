@@ -31,6 +31,9 @@ TEST(UtcTime, MicrosecondsFormIsExactAcrossSecondsAndPadded) {
   EXPECT_EQ(utc_iso8601_micros({1'000'000'000, 999'999'999}), "2001-09-09T01:46:40.999999Z");
   EXPECT_EQ(utc_iso8601_micros({1'000'000'001, 0}), "2001-09-09T01:46:41.000000Z");
   EXPECT_EQ(utc_iso8601_micros({1'709'164'799, 123'456'000}), "2024-02-28T23:59:59.123456Z");
+  // A timespec that is not normalized still gets six digits (and no read outside the digit table).
+  EXPECT_EQ(utc_iso8601_micros({1'000'000'000, -500'000'000}), "2001-09-09T01:46:40.500000Z");
+  EXPECT_EQ(utc_iso8601_micros({1'000'000'000, 1'999'999'999}), "2001-09-09T01:46:40.999999Z");
   EXPECT_EQ(utc_iso8601_micros({1'709'164'800, 1'000}), "2024-02-29T00:00:00.000001Z");
   EXPECT_EQ(utc_iso8601_micros({1'000'000'000, 500'000'000}), "2001-09-09T01:46:40.500000Z") << "back to an earlier second";
 }

@@ -427,12 +427,14 @@ TEST_F(LogTest, LevelOneCallsThatThrowOrRunOnThreadsLeaveTheirLinesAndNothingInF
 TEST_F(LogTest, ACallKeepsItsSettingsWhenANestedCallPicksUpNewOnes) {
   configure(3);
   const std::string second = path_ + ".second";
+  std::optional<ScopedOverride> second_destination;  // undone first, then restore() undoes configure's
   const float result = MATE_API("outer", 2.0f).run([&] {
-    overrides_.push_back(std::make_unique<ScopedOverride>(Var::MATE_LOGDEST, second));
+    second_destination.emplace(Var::MATE_LOGDEST, second);
     mate::log::reconfigure();
     return MATE_API("inner", 1.0f).run([] { return 1.0f; });  // this thread's settings replaced here
   });
   EXPECT_EQ(result, 1.0f);
+  second_destination.reset();
   restore();
   const std::string first_log = log(), second_log = read_file(second);
   EXPECT_NE(first_log.find("] outer inputs"), std::string::npos) << first_log;

@@ -41,7 +41,9 @@ struct StatsOptions {
   // Bytes read from a device per backend read() call (the host staging buffer's size).
   std::size_t chunk_bytes = kDefaultChunkBytes;
   // The tensor's layout(), when the caller has it already (the log's tensor line): not computed
-  // again (~120 instructions for a 2-D tensor, per tensor logged at level 5).
+  // again for host memory (~120 instructions for a 2-D tensor, per tensor logged at level 5).
+  // It must be exactly t.layout(): the host read goes by its element count and extent. (Device
+  // memory, read through a staging buffer, always computes its own.)
   const Layout* layout = nullptr;
 };
 
