@@ -484,14 +484,24 @@ std::unique_ptr<DriverBackend> open_driver_backend(Kind kind, int device, std::s
   return std::make_unique<VmmBackend>(std::move(api), device, handle, ctx, granularity, arch);
 }
 
-std::unique_ptr<DriverBackend> open_selected_driver_backend(std::string* reason) {
-  std::string choice;
+namespace {
+
+// MATE_DEVICE_DRIVER ("auto" or a vendor's name); nullopt with the registry's error in `reason`.
+std::optional<std::string> driver_choice(std::string* reason) {
   try {
-    choice = config::device_driver();
+    return config::device_driver();
   } catch (const config::ConfigError& e) {
     if (reason != nullptr) *reason = e.what();
-    return nullptr;
+    return std::nullopt;
   }
+}
+
+}  // namespace
+
+std::unique_ptr<DriverBackend> open_selected_driver_backend(std::string* reason) {
+  const std::optional<std::string> selected = driver_choice(reason);
+  if (!selected) return nullptr;
+  const std::string& choice = *selected;
   std::string why;
   if (const Vendor* named = find_vendor(choice)) {
     auto backend = open_driver_backend(named->kind, 0, &why);
@@ -536,13 +546,9 @@ const Loaded& loaded(Kind kind) {
 }  // namespace
 
 std::optional<Kind> selected_driver_kind(std::string* reason) {
-  std::string choice;
-  try {
-    choice = config::device_driver();
-  } catch (const config::ConfigError& e) {
-    if (reason != nullptr) *reason = e.what();
-    return std::nullopt;
-  }
+  const std::optional<std::string> selected = driver_choice(reason);
+  if (!selected) return std::nullopt;
+  const std::string& choice = *selected;
   std::string whys;
   for (const Vendor& v : vendors()) {
     if (choice != "auto" && choice != v.name) continue;

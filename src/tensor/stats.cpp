@@ -239,17 +239,19 @@ void finish(const Acc& acc, std::int64_t multiplicity, std::int64_t count, bool 
   }
 }
 
-// Whether `t` (of scalar type `type`, layout `layout`) can have statistics (check says why not).
-bool computable(const TensorView& t, ScalarType type, const Layout& layout) noexcept {
-  return layout.error == nullptr && type != ScalarType::Unsupported && (t.dl().data != nullptr || layout.numel == 0);
-}
-
-// Why `t` (of scalar type `type`, layout `layout`) has no statistics; empty when it has.
-std::string check(const TensorView& t, ScalarType type, const Layout& layout) {
-  if (layout.error != nullptr) return std::string("stats unavailable: invalid layout (") + layout.error + ")";
-  if (type == ScalarType::Unsupported) return "stats unavailable: no statistics for dtype " + dtype_name(t.dtype());
-  if (t.dl().data == nullptr && layout.numel > 0) return "stats unavailable: null data pointer";
-  return {};
+// Whether `t` (of scalar type `type`, layout `layout`) can have statistics; when not, says why
+// in r.unavailable (the common case touches no string).
+[[gnu::always_inline]] inline bool check(const TensorView& t, ScalarType type, const Layout& layout, StatsResult& r) {
+  if (layout.error != nullptr) [[unlikely]] {
+    r.unavailable = std::string("stats unavailable: invalid layout (") + layout.error + ")";
+  } else if (type == ScalarType::Unsupported) [[unlikely]] {
+    r.unavailable = "stats unavailable: no statistics for dtype " + dtype_name(t.dtype());
+  } else if (t.dl().data == nullptr && layout.numel > 0) [[unlikely]] {
+    r.unavailable = "stats unavailable: null data pointer";
+  } else {
+    return true;
+  }
+  return false;
 }
 
 // Host memory, read in place, through read_host_guarded: a tensor whose memory cannot be read
@@ -295,10 +297,7 @@ StatsResult host_stats(const TensorView& t, const StatsOptions& options, const d
   const ScalarType type = t.scalar_type();
   const Layout layout = options.layout != nullptr ? *options.layout : t.layout();
   const std::int64_t numel = layout.numel;
-  if (!computable(t, type, layout)) {  // (the common case builds no string)
-    r.unavailable = check(t, type, layout);
-    return r;
-  }
+  if (!check(t, type, layout, r)) return r;
   Acc acc;
   std::int64_t multiplicity = 1;
   if (numel > 0) {
@@ -331,10 +330,7 @@ StatsResult compute_stats(const TensorView& t, device::Backend& backend, const S
   StatsResult r;
   const ScalarType type = t.scalar_type();
   const Layout layout = t.layout();  // (not options.layout: the staging buffer is sized by it)
-  if (!computable(t, type, layout)) {  // (the common case builds no string)
-    r.unavailable = check(t, type, layout);
-    return r;
-  }
+  if (!check(t, type, layout, r)) return r;
   Walk w(t);
   normalize(t, w);
   const std::int64_t es = static_cast<std::int64_t>(t.element_size());
