@@ -58,6 +58,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <typeinfo>
@@ -221,7 +222,7 @@ std::uint64_t cold_call_full_saves_for_testing() noexcept;
 template <class... Ts>
 struct OpenRequest {
   const char* name;
-  const std::initializer_list<const char*>* names;
+  const std::string_view* names;  // the arguments' spellings, a static array (MATE_LOG_NAMES_)
   std::tuple<Ts...> values;
   int level = 0;         // out: the call's level (0: not logged)
   bool started = false;  // out: its inputs are written already (start() has nothing to do)
@@ -240,7 +241,7 @@ void* open_call(void* r) noexcept {
   auto& req = *static_cast<OpenRequest<Ts...>*>(r);
   try {
     auto collect = [&](ArgList& args) {
-      const char* const* n = req.names->begin();
+      const std::string_view* n = req.names;
       args.reserve(sizeof...(Ts));
       std::apply([&](const Ts&... v) { (args.add(*n++, v), ...); }, req.values);
     };
@@ -324,9 +325,8 @@ class [[nodiscard]] ApiCall {
   // when the level turns out to be 0. The values arrive as copies (cheap: tensors are pointers
   // or views), so the caller's variables never have their address taken.
   template <class... Ts>
-  [[gnu::always_inline]] static detail::Opened open(const char* name, std::initializer_list<const char*> names,
-                                                    Ts... values) {
-    detail::OpenRequest<Ts...> req{name, &names, {std::move(values)...}};
+  [[gnu::always_inline]] static detail::Opened open(const char* name, const std::string_view* names, Ts... values) {
+    detail::OpenRequest<Ts...> req{name, names, {std::move(values)...}};
     auto* state = static_cast<detail::CallState*>(detail::cold_call(&detail::open_call<Ts...>, &req));
     return {state, req.level, req.started, req.in_flight};
   }
@@ -456,6 +456,13 @@ class [[nodiscard]] ApiCall {
 #define MATE_LOG_FOR_EACH_AGAIN_() MATE_LOG_FOR_EACH_HELPER_
 #define MATE_LOG_ADD_ARG_(x) mate_args_.add(#x, x);
 #define MATE_LOG_NAME_(x) #x,
+// The arguments' spellings as a static array (one more, empty, entry: never of size zero). Only
+// its address reaches the call site: no array built in the caller's frame, no strlen per call.
+#define MATE_LOG_NAMES_(...)                                                                     \
+  ([]() noexcept -> const ::std::string_view* {                                                 \
+    static constexpr ::std::string_view mate_names_[] = {MATE_LOG_FOR_EACH(MATE_LOG_NAME_, __VA_ARGS__) ""}; \
+    return mate_names_;                                                                        \
+  }())
 
 // A collector of named arguments: MATE_ARGS(a, b, MATE_NAMED("n", expr)).
 #define MATE_ARGS(...)                                  \
@@ -471,7 +478,7 @@ class [[nodiscard]] ApiCall {
   (__builtin_expect(::mate::log::detail::g_level.load(::std::memory_order_relaxed) == 0, 1)        \
        ? ::mate::log::ApiCall()                                                                   \
        : ::mate::log::ApiCall(::mate::log::ApiCall::open(                                         \
-             name, {MATE_LOG_FOR_EACH(MATE_LOG_NAME_, __VA_ARGS__)} __VA_OPT__(, ) __VA_ARGS__)))
+             name, MATE_LOG_NAMES_(__VA_ARGS__) __VA_OPT__(, ) __VA_ARGS__)))
 // The scope form: logs inputs now, outputs and wall time when the enclosing scope ends.
 #define MATE_API_SCOPE(name, ...) \
   ::mate::log::ApiCall mate_api_call_ = MATE_API(name, __VA_ARGS__); \
