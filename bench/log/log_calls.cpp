@@ -1,8 +1,8 @@
 // A fixed number of logged calls, for counting the instructions one costs (instructions_per_call.sh
 // runs this under callgrind): the call of bench_log_records.cpp (MATE_API over two 16x16 f32
-// tensors and a float), at the level given, logged to /dev/null.
+// tensors and a float), at the level given, logged to /dev/null or to the file named.
 //
-//   log_calls LEVEL CALLS
+//   log_calls LEVEL CALLS [DESTINATION]
 //
 // Instruction counts do not move with the VM's neighbours, where the timed benchmarks move by
 // tens of percent: they show what a change to the logging path removed, if not what it saves
@@ -26,8 +26,8 @@ __attribute__((noinline)) float scaled_sum(const DLTensor* a, const DLTensor* b,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: log_calls LEVEL CALLS\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: log_calls LEVEL CALLS [DESTINATION]\n");
     return 2;
   }
   const int calls = std::atoi(argv[2]);
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   a.data = data_a.data();
   b.data = data_b.data();
   const mate::config::ScopedOverride level(mate::config::Var::MATE_LOGLEVEL, argv[1]);
-  const mate::config::ScopedOverride dest(mate::config::Var::MATE_LOGDEST, "/dev/null");
+  const mate::config::ScopedOverride dest(mate::config::Var::MATE_LOGDEST, argc == 4 ? argv[3] : "/dev/null");
   mate::log::reconfigure();
   float sum = 0;
   // Warm: the configuration read, first-use initializations, lazy binding.

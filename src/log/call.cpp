@@ -276,9 +276,13 @@ CallState* write_line(const char* name, const Settings& settings) {
   try {
     if (settings.sink) {
       InlineRecordBuffer<512> out;  // the header reserves ~170 bytes beyond the name
-      // Not a temporary made and destroyed per call; never destroyed (calls may run during exit).
-      static const std::vector<Arg>& kNoArgs = *new const std::vector<Arg>();
-      render(settings.format, header_for(name, seq), Event::Call, settings.level, kNoArgs, nullptr, out);
+      if (settings.format == Format::Text) {
+        text_header(header_for(name, seq), Event::Call, nullptr, out);  // in text the line is the header
+      } else {
+        // Not a temporary made and destroyed per call; never destroyed (calls may run during exit).
+        static const std::vector<Arg>& kNoArgs = *new const std::vector<Arg>();
+        render(settings.format, header_for(name, seq), Event::Call, settings.level, kNoArgs, nullptr, out);
+      }
       settings.sink->write(out.view());
     }
   } catch (...) {
@@ -350,13 +354,11 @@ CallState* prepare(const char* name, Collector collect, void* context, bool shar
 
 }  // namespace
 
-CallState* prepare_call(const char* name, Collector collect, void* context) {
-  return prepare(name, collect, context, true);
+Opened prepare_call(const char* name, Collector collect, void* context) {
+  CallState* const s = prepare(name, collect, context, true);
+  if (s == nullptr) return {};
+  return {s, s->settings->level, s->started, is_line_only(s) ? in_flight_depth() : nullptr};
 }
-
-int call_level(const CallState* state) noexcept { return state->settings->level; }
-
-bool call_started(const CallState* state) noexcept { return state->started; }
 
 CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python, void* stream) {
   CallState* s = prepare(name, collect, context, false);
@@ -422,8 +424,6 @@ void record_exception_named(CallState* state, std::string type, std::string mess
   state->outcome.exception_type = std::move(type);
   state->outcome.exception_message = std::move(message);
 }
-
-int* line_only_in_flight_depth(const CallState* s) noexcept { return is_line_only(s) ? in_flight_depth() : nullptr; }
 
 void end_call(CallState* s) noexcept {
   if (is_line_only(s)) {

@@ -138,16 +138,25 @@ using Collector = void (*)(void* context, ArgList& args);
 // the device's default stream.
 CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python = nullptr,
                       void* stream = nullptr);
+// A call that ApiCall::open() prepared, as ApiCall needs it inline: its level decides which
+// steps of the logging path there are (levels 1 and 2 have none between the line and the end).
+struct Opened {
+  CallState* state = nullptr;  // nullptr: not logged (the level turned out to be 0)
+  int level = 0;               // the level the call is logged at (from its settings)
+  // Its line or inputs record is written: at levels 1 and 2, and for a call whose inputs record
+  // was rendered from the values (text, no hook acting at the level: nothing there waits for the
+  // stream); otherwise start_call writes it.
+  bool started = false;
+  // For a call whose state is the shared one of levels 1 and 2 (its line is all it writes): the
+  // thread's count of calls in flight, which is all its end changes (ApiCall decrements it
+  // inline, without a call); nullptr for any other call.
+  int* in_flight = nullptr;
+};
 // The same in two steps, for ApiCall: prepare_call collects the inputs (the values live only as
 // long as ApiCall::open), set_stream may name the stream, start_call writes them, once.
-// At levels 1 and 2 prepare_call also writes the call's line, and returns a state shared by such calls (only ended).
-CallState* prepare_call(const char* name, Collector collect, void* context);
-// The level the call is logged at (its settings were copied when it was prepared).
-int call_level(const CallState* state) noexcept;
-// Whether the call has started (its line or inputs record written): prepare_call starts it at
-// levels 1 and 2, and for a call whose inputs record was rendered from the values (text, no hook
-// acting at the level: nothing there waits for the stream); start_call otherwise.
-bool call_started(const CallState* state) noexcept;
+// At levels 1 and 2 prepare_call also writes the call's line, and returns a state shared by such
+// calls (only ended).
+Opened prepare_call(const char* name, Collector collect, void* context);
 void set_stream(CallState* state, void* stream);
 void start_call(CallState* state);
 void set_output_collector(CallState* state, std::function<void(ArgList&)> collect);
@@ -162,10 +171,6 @@ void record_exception(CallState* state, const std::type_info* type, const char* 
 // An exception whose type is known by name (a Python exception: "ValueError").
 void record_exception_named(CallState* state, std::string type, std::string message);
 void end_call(CallState* state) noexcept;
-// For a call whose state is the shared one of levels 1 and 2 (its line is all it writes): the
-// thread's count of calls in flight, which is all its end changes (ApiCall decrements it inline,
-// without a call); nullptr for any other state.
-int* line_only_in_flight_depth(const CallState* state) noexcept;
 
 template <class T>
 concept Loggable = requires(const T& v) { detail::to_arg(v); };
@@ -224,17 +229,7 @@ struct OpenRequest {
   const char* name;
   const std::string_view* names;  // the arguments' spellings, a static array (MATE_LOG_NAMES_)
   std::tuple<Ts...> values;
-  int level = 0;         // out: the call's level (0: not logged)
-  bool started = false;  // out: its inputs are written already (start() has nothing to do)
-  int* in_flight = nullptr;  // out: line_only_in_flight_depth(state)
-};
-// A call that open() started: the state, and its level, which decides inline which steps of
-// the logging path there are (levels 1 and 2 have none between the line and the end).
-struct Opened {
-  CallState* state;
-  int level;
-  bool started;
-  int* in_flight;
+  Opened opened;  // out
 };
 template <class... Ts>
 void* open_call(void* r) noexcept {
@@ -245,12 +240,9 @@ void* open_call(void* r) noexcept {
       args.reserve(sizeof...(Ts));
       std::apply([&](const Ts&... v) { (args.add(*n++, v), ...); }, req.values);
     };
-    CallState* state = prepare_call(
+    req.opened = prepare_call(
         req.name, [](void* c, ArgList& args) { (*static_cast<decltype(collect)*>(c))(args); }, &collect);
-    req.level = state != nullptr ? call_level(state) : 0;
-    req.started = state != nullptr && call_started(state);
-    req.in_flight = state != nullptr ? line_only_in_flight_depth(state) : nullptr;
-    return state;
+    return nullptr;
   } catch (...) {
     return nullptr;  // logging never breaks the call: this one goes unlogged
   }
@@ -326,9 +318,9 @@ class [[nodiscard]] ApiCall {
   // or views), so the caller's variables never have their address taken.
   template <class... Ts>
   [[gnu::always_inline]] static detail::Opened open(const char* name, const std::string_view* names, Ts... values) {
-    detail::OpenRequest<Ts...> req{name, names, {std::move(values)...}};
-    auto* state = static_cast<detail::CallState*>(detail::cold_call(&detail::open_call<Ts...>, &req));
-    return {state, req.level, req.started, req.in_flight};
+    detail::OpenRequest<Ts...> req{name, names, {std::move(values)...}, {}};
+    detail::cold_call(&detail::open_call<Ts...>, &req);
+    return req.opened;
   }
   ~ApiCall() {
     if (state_ != nullptr) [[unlikely]] {
