@@ -240,23 +240,31 @@ int LogSink::reserve(int fd, std::uint64_t size, std::uint64_t bytes, std::uint6
 // another process doing it with prlimit) below the end of the reserved space before the next
 // check gets SIGXFSZ from a record crossing the new limit, as from its own writes. Once a limit
 // is in force every record is checked (append_under_limit).
-int LogSink::append(int fd, std::string_view record) noexcept {
+//
+// The common case is inline in write(): the rest (checks, a limit) in functions of their own, so
+// that a record's path pays for no frame of theirs (a `struct stat`, saved registers).
+inline int LogSink::append(int fd, std::string_view record) noexcept {
   const std::uint64_t bytes = record.size();
-  if (limit_.load(std::memory_order_relaxed) == kNoFileSizeLimit) {
+  if (limit_.load(std::memory_order_relaxed) == kNoFileSizeLimit) [[likely]] {
     const std::uint64_t end = written_end_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    if (end <= checked_end_.load(std::memory_order_relaxed)) return write_whole(fd, record);
-    // Past the checked space: the true size (other processes append too) and the limit again.
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) return errno;
-    const std::uint64_t size = static_cast<std::uint64_t>(st.st_size), limit = file_size_limit();
-    limit_.store(limit, std::memory_order_relaxed);
-    written_end_.store(size + bytes, std::memory_order_relaxed);
-    if (limit == kNoFileSizeLimit) {
-      if (int error = reserve(fd, size, bytes, limit); error != 0) return error;
-      return write_whole(fd, record);
-    }
+    if (end <= checked_end_.load(std::memory_order_relaxed)) [[likely]] return write_whole(fd, record);
+    return append_checked(fd, record);
   }
   return append_under_limit(fd, record);
+}
+
+// A record past the checked space (append()'s estimate of the end already counts it): the true
+// size (other processes append too) and the limit again.
+[[gnu::cold]] int LogSink::append_checked(int fd, std::string_view record) noexcept {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return errno;
+  const std::uint64_t size = static_cast<std::uint64_t>(st.st_size), bytes = record.size();
+  const std::uint64_t limit = file_size_limit();
+  limit_.store(limit, std::memory_order_relaxed);
+  written_end_.store(size + bytes, std::memory_order_relaxed);
+  if (limit != kNoFileSizeLimit) return append_under_limit(fd, record);
+  if (int error = reserve(fd, size, bytes, limit); error != 0) return error;
+  return write_whole(fd, record);
 }
 
 // Under a file-size limit every record is checked against the file's true size, and the check
@@ -278,17 +286,22 @@ int LogSink::append_under_limit(int fd, std::string_view record) noexcept {
   return write_whole(fd, record);
 }
 
-// The write(2) of one record to the sink's file. A short write (out of space after all: unreserved,
-// or another process took the reserved blocks; or stopped at the file-size limit, another
-// process's append having moved ours past the check) would tear the record: the part written is
-// taken back when it is still the file's end. (Another process appending between the write and
-// the ftruncate would lose its record; that needs a full disk and a write landing within those
-// few microseconds.)
-int LogSink::write_whole(int fd, std::string_view record) noexcept {
-  ssize_t n;
-  do {
-    n = ::write(fd, record.data(), record.size());
-  } while (n < 0 && errno == EINTR);
+// The write(2) of one record to the sink's file; anything but the whole record written goes on
+// in write_rest.
+inline int LogSink::write_whole(int fd, std::string_view record) noexcept {
+  const ssize_t n = ::write(fd, record.data(), record.size());
+  if (n == static_cast<ssize_t>(record.size())) [[likely]] return 0;
+  return write_rest(fd, record, n);
+}
+
+// After a write(2) of `record` that returned `n`, not its size: again when interrupted before
+// writing anything. A short write (out of space after all: unreserved, or another process took
+// the reserved blocks; or stopped at the file-size limit, another process's append having moved
+// ours past the check) would tear the record: the part written is taken back when it is still
+// the file's end. (Another process appending between the write and the ftruncate would lose its
+// record; that needs a full disk and a write landing within those few microseconds.)
+[[gnu::cold]] int LogSink::write_rest(int fd, std::string_view record, ssize_t n) noexcept {
+  while (n < 0 && errno == EINTR) n = ::write(fd, record.data(), record.size());
   if (n == static_cast<ssize_t>(record.size())) return 0;
   checked_end_.store(0, std::memory_order_relaxed);  // the next record checks size and space again
   if (n <= 0) return n < 0 ? errno : ENOSPC;
@@ -330,7 +343,11 @@ void LogSink::write(std::string_view record) noexcept {
   const StreamKind kind = fallback ? StreamKind::Pipe : kind_.load(std::memory_order_relaxed);
   const bool regular = regular_.load(std::memory_order_relaxed);
   const int error = fd == owned_ && regular ? append(fd, record) : write_stream(fd, record, kind, regular);
-  if (error == 0) return;
+  if (error != 0) [[unlikely]] write_failed(fd, record, error);
+}
+
+// The record could not be written to `fd` (`error`, an errno).
+[[gnu::cold]] void LogSink::write_failed(int fd, std::string_view record, int error) noexcept {
   if (error == EPIPE) return stop(fd);
   if (fd == 2) return;  // stderr itself failed: nowhere left to write
   fall_back(error);

@@ -31,6 +31,8 @@
 //    reader is an error (stderr fallback), not a program blocked in open() forever.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -75,9 +77,12 @@ class LogSink {
   void reopen_after_fork() noexcept;
   void fall_back(int error) noexcept;
   void stop(int fd) noexcept;
+  void write_failed(int fd, std::string_view record, int error) noexcept;
   int append(int fd, std::string_view record) noexcept;
+  int append_checked(int fd, std::string_view record) noexcept;
   int append_under_limit(int fd, std::string_view record) noexcept;
   int write_whole(int fd, std::string_view record) noexcept;
+  int write_rest(int fd, std::string_view record, ssize_t n) noexcept;
   int write_stream(int fd, std::string_view record, StreamKind kind, bool regular) noexcept;
   int reserve(int fd, std::uint64_t size, std::uint64_t bytes, std::uint64_t limit) noexcept;
 
