@@ -270,7 +270,7 @@ CallState* line_only_state(int level) {
 bool is_line_only(const CallState* s) noexcept { return s->seq == 0; }  // real calls count from 1
 
 // A call's only record at levels 1 and 2 (its line), written at once, then the call in flight.
-CallState* write_line(const char* name, const Settings& settings) {
+Opened write_line(const char* name, const Settings& settings) {
   CallState* const state = line_only_state(settings.level);  // (made on first use: may throw, unlogged)
   const std::uint64_t seq = g_seq.fetch_add(1, std::memory_order_relaxed) + 1;
   try {
@@ -288,21 +288,14 @@ CallState* write_line(const char* name, const Settings& settings) {
   } catch (...) {
     // Logging never breaks the call.
   }
-  push_in_flight(name, seq);
-  return state;
+  int* const in_flight = push_in_flight(name, seq);
+  return {state, settings.level, true, in_flight};
 }
 
-// `shared_line_state`: at levels 1 and 2 the call may get the shared state of write_line (its
-// caller then sets nothing in it).
-CallState* prepare(const char* name, Collector collect, void* context, bool shared_line_state) {
-  // ApiCall's calls borrow the thread's settings, not counting a reference (two atomic
-  // operations a call): such a call ends on the thread it began on, and that thread keeps the
-  // snapshots it replaces while it has borrowers (settings.cpp: retired, not released).
-  const Settings* current = shared_line_state ? current_settings_of_this_thread() : nullptr;
-  if (current != nullptr) {
-    if (current->level <= 0) return nullptr;
-    if (current->level < 3) return write_line(name, *current);
-  }
+// A call's own state, its inputs collected (and at level 3 and above on the fast path written).
+// `current`: the thread's settings, level 3 or above, borrowed for the call (ApiCall's calls, see
+// prepare_call); nullptr: the call holds a reference to the current settings (begin_call).
+CallState* prepare(const char* name, Collector collect, void* context, const Settings* current) {
   std::shared_ptr<const Settings> owned;
   if (current == nullptr) {
     owned = current_settings();  // also latches g_level on the first call
@@ -355,13 +348,22 @@ CallState* prepare(const char* name, Collector collect, void* context, bool shar
 }  // namespace
 
 Opened prepare_call(const char* name, Collector collect, void* context) {
-  CallState* const s = prepare(name, collect, context, true);
+  // ApiCall's calls borrow the thread's settings, not counting a reference (two atomic
+  // operations a call): such a call ends on the thread it began on, and that thread keeps the
+  // snapshots it replaces while it has borrowers (settings.cpp: retired, not released). At levels
+  // 1 and 2 the call gets the shared state of write_line.
+  const Settings* const current = current_settings_of_this_thread();
+  if (current != nullptr && current->level < 3) {
+    if (current->level <= 0) return {};
+    return write_line(name, *current);
+  }
+  CallState* const s = prepare(name, collect, context, current);
   if (s == nullptr) return {};
-  return {s, s->settings->level, s->started, is_line_only(s) ? in_flight_depth() : nullptr};
+  return {s, s->settings->level, s->started, nullptr};
 }
 
 CallState* begin_call(const char* name, Collector collect, void* context, const PythonOrigin* python, void* stream) {
-  CallState* s = prepare(name, collect, context, false);
+  CallState* s = prepare(name, collect, context, nullptr);
   if (s == nullptr) return nullptr;
   if (python != nullptr) s->python = *python;
   s->stream = stream;

@@ -50,7 +50,7 @@ std::size_t provide(char* buf, std::size_t cap) noexcept {
 
 }  // namespace
 
-void push_in_flight(const char* name, std::uint64_t seq) noexcept {
+int* push_in_flight(const char* name, std::uint64_t seq) noexcept {
   InFlight& f = in_flight;
   if (f.depth < kMaxDepth) {
     f.names[f.depth] = name;
@@ -58,13 +58,13 @@ void push_in_flight(const char* name, std::uint64_t seq) noexcept {
   }
   std::atomic_signal_fence(std::memory_order_release);  // fields before depth, for the handler
   ++f.depth;
+  return &f.depth;
 }
 
 void pop_in_flight() noexcept {
   if (in_flight.depth > 0) --in_flight.depth;
 }
 
-int* in_flight_depth() noexcept { return &in_flight.depth; }
 
 void register_crash_context_provider() noexcept {
   // Once per process (every logged call asks); never under the settings lock, since the first

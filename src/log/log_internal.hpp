@@ -87,10 +87,9 @@ class TextRecord {
 void note_device_ranges(const char* call, std::uint64_t seq, const std::vector<Arg>& inputs) noexcept;
 
 // The API calls in flight on this thread, for crash reports (async-signal-safe reads).
-void push_in_flight(const char* name, std::uint64_t seq) noexcept;
+// Returns this thread's count of calls in flight: pop_in_flight() is `if (*p > 0) --*p` on it.
+int* push_in_flight(const char* name, std::uint64_t seq) noexcept;
 void pop_in_flight() noexcept;
-// This thread's count of calls in flight: pop_in_flight() is `if (*p > 0) --*p` on it.
-int* in_flight_depth() noexcept;
 void register_crash_context_provider() noexcept;
 
 }  // namespace mate::log::detail
