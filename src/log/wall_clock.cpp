@@ -30,8 +30,9 @@ std::atomic<int (*)(clockid_t, timespec*)> g_realtime{nullptr};  // tests' stand
 // between, so the narrowest of three tries counts; a wide one is measured again after 1 ms) and
 // keeps it if it moved by a step. One thread measures at a time, so that one descheduled in the
 // middle cannot put back an offset older than another's; others meanwhile go on with the offset
-// there is (the very first measurement excepted: they wait for it).
-void check_offset(std::int64_t mono_ns) noexcept {
+// there is (the very first measurement excepted: they wait for it). Cold: its frame (a lock, the
+// readings) stays off utc_at's path, taken once per 100 ms.
+[[gnu::cold, gnu::noinline]] void check_offset(std::int64_t mono_ns) noexcept {
   static std::mutex checking;
   const bool first = g_checked_until_ns.load(std::memory_order_acquire) == INT64_MIN;
   if (first) {
