@@ -427,7 +427,9 @@ void record_exception_named(CallState* state, std::string type, std::string mess
   state->outcome.exception_message = std::move(message);
 }
 
-void end_call(CallState* s) noexcept {
+namespace {
+
+void end(CallState* s, bool returned) noexcept {
   if (is_line_only(s)) {
     pop_in_flight();
     return;
@@ -437,7 +439,7 @@ void end_call(CallState* s) noexcept {
   if (s->settings->level >= 3) {
     s->end_ns = monotonic_ns();
     s->outcome.elapsed_us = static_cast<double>(s->end_ns - s->start_ns) / 1000.0;
-    if (std::uncaught_exceptions() > s->uncaught) s->outcome.threw = true;  // scope form
+    if (!returned && std::uncaught_exceptions() > s->uncaught) s->outcome.threw = true;  // scope form
     try {
       const Event event = s->outcome.threw ? Event::Exception : Event::Outputs;
       if (!s->text || !write_outputs_text(*s, event)) {
@@ -459,5 +461,11 @@ void end_call(CallState* s) noexcept {
   delete_state(s);
   if (holds != nullptr) return_borrowed_settings(holds);
 }
+
+}  // namespace
+
+void end_call(CallState* s) noexcept { end(s, false); }
+
+void end_returned_call(CallState* s) noexcept { end(s, true); }
 
 }  // namespace mate::log::detail

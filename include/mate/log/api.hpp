@@ -171,6 +171,9 @@ void record_exception(CallState* state, const std::type_info* type, const char* 
 // An exception whose type is known by name (a Python exception: "ValueError").
 void record_exception_named(CallState* state, std::string type, std::string message);
 void end_call(CallState* state) noexcept;
+// end_call for a call whose body returned (run(): no exception can have started leaving it, so
+// the scope form's check of std::uncaught_exceptions() is skipped).
+void end_returned_call(CallState* state) noexcept;
 
 template <class T>
 concept Loggable = requires(const T& v) { detail::to_arg(v); };
@@ -298,7 +301,7 @@ template <class R>
 void* return_and_end_call(void* r) noexcept {
   auto& req = *static_cast<ReturnRequest<R>*>(r);
   record_return_value(req.state, *req.result);
-  end_call(req.state);
+  end_returned_call(req.state);
   return nullptr;
 }
 
