@@ -15,6 +15,7 @@
 
 #include "log_internal.hpp"
 #include "number_text.hpp"
+#include "mate/core/digit_pairs.hpp"
 #include "mate/core/initial_exec_tls.hpp"
 #include "mate/core/utc_time.hpp"
 #include "mate/tensor/stats.hpp"
@@ -80,7 +81,16 @@ struct Line {
   }
   template <class Int>
   void number(Int v) noexcept {
-    p = std::to_chars(p, p + 24, v).ptr;  // 20 characters at most
+    // Below 100 (most dimensions and strides of small tensors, a stride of 1) by one table
+    // lookup: to_chars first counts the digits, ~20 instructions for "16".
+    if (v >= 0 && v < 10) {
+      *p++ = static_cast<char>('0' + v);
+    } else if (v >= 10 && v < 100) {
+      core::write_two_digits(p, static_cast<unsigned>(v));
+      p += 2;
+    } else {
+      p = std::to_chars(p, p + 24, v).ptr;  // 20 characters at most
+    }
   }
 };
 
@@ -379,7 +389,7 @@ void text_header(const Header& h, Event event, const CallOutcome* outcome, Recor
   line.text("[");
   line.p += core::write_utc_iso8601_micros(h.time, line.p);
   line.p = put_process_and_thread(line.p, h.pid, h.tid);
-  line.number(h.seq);
+  line.p = std::to_chars(line.p, line.p + 24, h.seq).ptr;  // (rarely below 100: not Line::number)
   line.text("] ");
   line.text(name);
   switch (event) {

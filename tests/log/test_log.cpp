@@ -128,6 +128,35 @@ TEST_F(LogTest, LevelThreeLogsNamedInputsOutputsAndReturnValue) {
   EXPECT_EQ(text.find("stats"), std::string::npos) << "no statistics below level 5";
 }
 
+// Dimensions, strides and sizes in decimal, across the digit counts (one and two digits are
+// written by table lookup, the rest by to_chars) and signs.
+TEST_F(LogTest, ATensorsNumbersAreWrittenInDecimal) {
+  configure(3);
+  std::vector<float> data(1);
+  std::int64_t shape[] = {1, 9, 10, 99, 100, 0};
+  std::int64_t strides[] = {0, -1, 10, 99, 100, -9223372036854775807LL - 1};
+  DLTensor t{};
+  t.data = data.data();
+  t.device = {kDLCPU, 0};
+  t.ndim = 6;
+  t.dtype = {kDLFloat, 32, 1};
+  t.shape = shape;
+  t.strides = strides;
+  std::int64_t shape1[] = {12345};
+  std::int64_t strides1[] = {7};
+  DLTensor t1 = t;
+  t1.ndim = 1;
+  t1.shape = shape1;
+  t1.strides = strides1;
+  MATE_API("Numbers", &t, &t1).run([] {});
+  const std::string text = log();
+  for (const char* expected :
+       {"  &t: tensor f32 [1, 9, 10, 99, 100, 0] strides [0, -1, 10, 99, 100, -9223372036854775808] cpu contiguous va [",
+        ") 0 bytes\n", "  &t1: tensor f32 [12345] strides [7] cpu non-contiguous va [", ") 345636 bytes\n"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << "missing: " << expected << "\n" << text;
+  }
+}
+
 // The logging path's calls go through a trampoline that must preserve every register
 // (include/mate/log/api.hpp, cold_call): values the compiler keeps in registers across it, floats
 // in vector registers among them, must come out intact. A chain of calls, each result feeding the
