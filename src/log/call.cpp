@@ -429,7 +429,8 @@ void record_exception_named(CallState* state, std::string type, std::string mess
 
 namespace {
 
-void end(CallState* s, bool returned) noexcept {
+// `returned`: ended by run() after the body returned (no exception can be leaving it).
+void finish_call(CallState* s, bool returned) noexcept {
   if (is_line_only(s)) {
     pop_in_flight();
     return;
@@ -464,8 +465,8 @@ void end(CallState* s, bool returned) noexcept {
 
 }  // namespace
 
-void end_call(CallState* s) noexcept { end(s, false); }
+void end_call(CallState* s) noexcept { finish_call(s, false); }
 
-void end_returned_call(CallState* s) noexcept { end(s, true); }
+void end_returned_call(CallState* s) noexcept { finish_call(s, true); }
 
 }  // namespace mate::log::detail

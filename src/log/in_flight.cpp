@@ -65,7 +65,6 @@ void pop_in_flight() noexcept {
   if (in_flight.depth > 0) --in_flight.depth;
 }
 
-
 void register_crash_context_provider() noexcept {
   // Once per process (every logged call asks); never under the settings lock, since the first
   // registration looks the guard's preload up with dlsym (mate/core/crash_context.hpp).
