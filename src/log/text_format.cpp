@@ -30,8 +30,24 @@ void put(RecordBuffer& out, char c) { out.push_back(c); }
 // A string from the program as the text format shows it: control characters, backslashes and
 // (inside quotes) double quotes escaped as in JSON, so that no value can start a line that looks
 // like a record of its own. Other bytes, UTF-8 included, are kept.
-bool needs_escape(char c, bool quoted) {
+constexpr bool needs_escape(char c, bool quoted) {
   return static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\' || (quoted && c == '"');
+}
+
+// needs_escape(c, false) for each byte: one load a character where the comparisons were three
+// (an argument's name is checked on every line).
+inline constexpr struct EscapeTable {
+  bool unquoted[256];
+} kEscape = [] {
+  EscapeTable t{};
+  for (int c = 0; c < 256; ++c) t.unquoted[c] = needs_escape(static_cast<char>(c), false);
+  return t;
+}();
+
+bool plain_name(std::string_view name) noexcept {
+  for (char c : name)
+    if (kEscape.unquoted[static_cast<unsigned char>(c)]) return false;
+  return true;
 }
 
 void append_escaped(RecordBuffer& out, std::string_view s, bool quoted) {
@@ -147,7 +163,7 @@ bool gave_up(const TextRecord& record) noexcept { return record.gave_up; }
 
 TextWriter::TextWriter(TextRecord& record, std::string_view name, int depth) : record_(&record), depth_(depth) {
   RecordBuffer& out = *record.out;
-  const bool plain = std::none_of(name.begin(), name.end(), [](char c) { return needs_escape(c, false); });
+  const bool plain = plain_name(name);
   if (plain && static_cast<unsigned>(depth) <= 16) {  // the common case, in one piece: indent, name, ": "
     constexpr std::size_t kIndentMost = 32;
     const auto indent = static_cast<std::size_t>(2 * depth);
