@@ -252,18 +252,19 @@ class ArgList {
   template <class T>
   void add(std::string_view name, const T& value) {
     if (text_ != nullptr) return detail::write_text(*text_, name, value);
-    if (args_.capacity() == 0) args_.reserve(8);  // one allocation for a call's usual arguments
-    Arg& a = args_.emplace_back();
+    std::vector<Arg>& list = args();
+    if (list.capacity() == 0) list.reserve(8);  // one allocation for a call's usual arguments
+    Arg& a = list.emplace_back();
     try {
       a.name = std::string(name);
       detail::fill_arg(a, value);
     } catch (...) {
-      args_.pop_back();  // never a half-described argument in the list
+      list.pop_back();  // never a half-described argument in the list
       throw;
     }
   }
   void reserve(std::size_t n) {
-    if (text_ == nullptr) args_.reserve(n);
+    if (text_ == nullptr) args().reserve(n);
   }
   template <class T>
   void add(std::string_view /*spelled*/, const Named<T>& named) {
@@ -273,17 +274,25 @@ class ArgList {
   // again when the record gives up.
   void push_back(Arg&& a) {
     if (text_ != nullptr) return detail::write_text_arg(*text_, a);
-    args_.push_back(std::move(a));
+    args().push_back(std::move(a));
   }
   void push_back(const Arg& a) {
     if (text_ != nullptr) return detail::write_text_arg(*text_, a);
-    args_.push_back(a);
+    args().push_back(a);
   }
-  const std::vector<Arg>& args() const noexcept { return args_; }
-  std::vector<Arg>& args() noexcept { return args_; }
+  const std::vector<Arg>& args() const noexcept {
+    static const std::vector<Arg>& kNone = *new const std::vector<Arg>();  // never destroyed: calls may run during exit
+    return args_ ? *args_ : kNone;
+  }
+  std::vector<Arg>& args() noexcept {
+    if (!args_) args_.emplace();
+    return *args_;
+  }
 
  private:
-  std::vector<Arg> args_;
+  // Made on first use: a list in text mode, or one never filled (a call's inputs on the text
+  // fast path), then ends without calling a vector's destructor (out of line: Arg's is large).
+  std::optional<std::vector<Arg>> args_;
   detail::TextRecord* text_ = nullptr;
 };
 
