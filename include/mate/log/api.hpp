@@ -316,9 +316,9 @@ class [[nodiscard]] ApiCall {
       : state_(opened.state), in_flight_(opened.in_flight), level_(opened.level), started_(opened.started) {}
 
   // Starts logging a call (at level 1 and above, i.e. after MATE_API's level test): reads the
-  // configuration on the first call, collects the inputs (written by start() or run()); nullptr
-  // when the level turns out to be 0. The values arrive as copies (cheap: tensors are pointers
-  // or views), so the caller's variables never have their address taken.
+  // configuration on the first call, collects the inputs (written by start() or run()); a null
+  // state when the level turns out to be 0. The values arrive as copies (cheap: tensors are
+  // pointers or views), so the caller's variables never have their address taken.
   template <class... Ts>
   [[gnu::always_inline]] static detail::Opened open(const char* name, const std::string_view* names, Ts... values) {
     detail::OpenRequest<Ts...> req{name, names, {std::move(values)...}, {}};
