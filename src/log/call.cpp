@@ -279,9 +279,8 @@ Opened write_line(const char* name, const Settings& settings) {
       if (settings.format == Format::Text) {
         text_header(header_for(name, seq), Event::Call, nullptr, out);  // in text the line is the header
       } else {
-        // Not a temporary made and destroyed per call; never destroyed (calls may run during exit).
-        static const std::vector<Arg>& kNoArgs = *new const std::vector<Arg>();
-        render(settings.format, header_for(name, seq), Event::Call, settings.level, kNoArgs, nullptr, out);
+        const ArgList none;  // its args(): the one empty list, never destroyed
+        render(settings.format, header_for(name, seq), Event::Call, settings.level, none.args(), nullptr, out);
       }
       settings.sink->write(out.view());
     }

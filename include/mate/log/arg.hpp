@@ -281,7 +281,8 @@ class ArgList {
     args().push_back(a);
   }
   const std::vector<Arg>& args() const noexcept {
-    static const std::vector<Arg>& kNone = *new const std::vector<Arg>();  // never destroyed: calls may run during exit
+    // One empty list for all (never destroyed: calls may run during exit).
+    static const std::vector<Arg>& kNone = *new const std::vector<Arg>();
     return args_ ? *args_ : kNone;
   }
   std::vector<Arg>& args() noexcept {
