@@ -9,8 +9,9 @@
 //    next call's input, so the latency the instrumentation adds is measured, not its
 //    throughput (goal: difference at most 0.5 ns);
 //  * MemRead vs Stats/<dtype> over the same bytes (bytes_per_second; goal: statistics at least
-//    0.8x the plain read at 16 MiB and 64 MiB, for every dtype); StatsBaseline/<dtype>: the
-//    kernels a CPU without AVX2 runs.
+//    0.8x the plain read at 16 MiB and 64 MiB, for every dtype) with the widest kernels this CPU
+//    runs; StatsBaseline/<dtype>: the kernels a CPU without AVX2 runs, StatsAvx2/<dtype>: those
+//    a CPU without AVX-512 (F, BW, VL, DQ, VNNI) runs.
 #include <benchmark/benchmark.h>
 
 #include <bit>
@@ -194,13 +195,26 @@ BENCHMARK(BM_Stats<ScalarType::U32>)->Name("Stats/u32") MATE_SIZES;
 BENCHMARK(BM_Stats<ScalarType::U64>)->Name("Stats/u64") MATE_SIZES;
 BENCHMARK(BM_Stats<ScalarType::Bool>)->Name("Stats/bool") MATE_SIZES;
 
-// The same kernels built for the baseline instruction set: what a CPU without AVX2 runs (their
-// 32-byte vectors are pairs of 16-byte ones there, as on aarch64's NEON; bench/README.md).
+// The same kernels built for another instruction set: the baseline, what a CPU without AVX2
+// runs (their 32-byte vectors are pairs of 16-byte ones there, as on aarch64's NEON), and AVX2
+// (bench/README.md).
+template <ScalarType T, mate::tensor::StatsKernels K>
+void BM_StatsWith(benchmark::State& state) {
+  if (!mate::tensor::stats_kernels_supported(K)) {
+    state.SkipWithError("this CPU does not run these kernels");
+    return;
+  }
+  mate::tensor::use_stats_kernels_for_testing(K);
+  BM_Stats<T>(state);
+  mate::tensor::use_stats_kernels_for_testing(mate::tensor::StatsKernels::Automatic);
+}
 template <ScalarType T>
 void BM_StatsBaseline(benchmark::State& state) {
-  mate::tensor::use_baseline_stats_kernels_for_testing(true);
-  BM_Stats<T>(state);
-  mate::tensor::use_baseline_stats_kernels_for_testing(false);
+  BM_StatsWith<T, mate::tensor::StatsKernels::Baseline>(state);
+}
+template <ScalarType T>
+void BM_StatsAvx2(benchmark::State& state) {
+  BM_StatsWith<T, mate::tensor::StatsKernels::Avx2>(state);
 }
 #define MATE_BASELINE_SIZES ->Arg(16 << 20)->Arg(1 << 10)->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_StatsBaseline<ScalarType::F32>)->Name("StatsBaseline/f32") MATE_BASELINE_SIZES;
@@ -212,6 +226,16 @@ BENCHMARK(BM_StatsBaseline<ScalarType::I8>)->Name("StatsBaseline/i8") MATE_BASEL
 BENCHMARK(BM_StatsBaseline<ScalarType::I32>)->Name("StatsBaseline/i32") MATE_BASELINE_SIZES;
 BENCHMARK(BM_StatsBaseline<ScalarType::I64>)->Name("StatsBaseline/i64") MATE_BASELINE_SIZES;
 BENCHMARK(BM_StatsBaseline<ScalarType::U8>)->Name("StatsBaseline/u8") MATE_BASELINE_SIZES;
+#define MATE_AVX2_SIZES ->Arg(16 << 20)->Arg(1 << 10)->Unit(benchmark::kMicrosecond)
+BENCHMARK(BM_StatsAvx2<ScalarType::F32>)->Name("StatsAvx2/f32") MATE_AVX2_SIZES;
+BENCHMARK(BM_StatsAvx2<ScalarType::BF16>)->Name("StatsAvx2/bf16") MATE_AVX2_SIZES;
+BENCHMARK(BM_StatsAvx2<ScalarType::F16>)->Name("StatsAvx2/f16") MATE_AVX2_SIZES;
+BENCHMARK(BM_StatsAvx2<ScalarType::F8E4M3>)->Name("StatsAvx2/f8e4m3") MATE_AVX2_SIZES;
+BENCHMARK(BM_StatsAvx2<ScalarType::F8E5M2>)->Name("StatsAvx2/f8e5m2") MATE_AVX2_SIZES;
+BENCHMARK(BM_StatsAvx2<ScalarType::I8>)->Name("StatsAvx2/i8") MATE_AVX2_SIZES;
+BENCHMARK(BM_StatsAvx2<ScalarType::I64>)->Name("StatsAvx2/i64") MATE_AVX2_SIZES;
+BENCHMARK(BM_StatsAvx2<ScalarType::U64>)->Name("StatsAvx2/u64") MATE_AVX2_SIZES;
+BENCHMARK(BM_StatsAvx2<ScalarType::Bool>)->Name("StatsAvx2/bool") MATE_AVX2_SIZES;
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 // branch per element; a block that holds a NaN or Inf is classified again element by element
 // (from the float/double bits: |bits| below, at or above the exponent mask), as strided runs are.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -19,6 +20,10 @@
 #include "mate/device/vendors.hpp"
 
 #include "host_read_guard.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>  // the AVX-512 build's e4m3 kernel (stats_e4m3_vnni.inc)
+#endif
 
 // The kernels pass 32-byte vectors between their inline helpers, all internal to this file: no
 // ABI to keep (GCC reports these at the end of the file, so this cannot be scoped).
@@ -78,10 +83,13 @@ struct Acc {
   double max = -std::numeric_limits<double>::infinity();
 };
 
-// The kernels are compiled twice: for the build's baseline (SSE2 on x86-64) and, on x86-64, for
-// AVX2 (twice the vector width, and the 8- and 64-bit compares SSE2 lacks), chosen at run time.
-// The results are the same either way: each lane gets the same elements in the same order.
-// MATE_STATS_HALVES: 32-byte vectors as two native 16-byte ones (see stats_vectors.inc).
+// The kernels are compiled once per instruction set: for the build's baseline (SSE2 on x86-64)
+// and, on x86-64, for AVX2 (twice the vector width, and the 8- and 64-bit compares SSE2 lacks)
+// and AVX-512 (F, BW, VL, DQ, VNNI: the same 32-byte vectors with the 64-bit integer min and
+// max AVX2 lacks, and e4m3 on 64-byte vectors, stats_e4m3_vnni.inc), chosen at run time. The
+// results are the same in every build: each lane gets the same elements in the same order, or
+// (e4m3) the sum is exact. MATE_STATS_HALVES: 32-byte vectors as two native 16-byte ones (see
+// stats_vectors.inc).
 #if defined(__AVX__)
 #define MATE_STATS_HALVES 0
 #else
@@ -93,7 +101,7 @@ namespace baseline {
 #undef MATE_STATS_HALVES
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define MATE_STATS_AVX2 1
+#define MATE_STATS_X86 1
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #define MATE_STATS_HALVES 0
@@ -102,19 +110,56 @@ namespace avx2 {
 }  // namespace avx2
 #undef MATE_STATS_HALVES
 #pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+#define MATE_STATS_HALVES 0
+#define MATE_STATS_E4M3_VNNI 1
+namespace avx512 {
+#include "stats_kernels.inc"
+}  // namespace avx512
+#undef MATE_STATS_E4M3_VNNI
+#undef MATE_STATS_HALVES
+#pragma GCC pop_options
 #endif
 
-std::atomic<bool> g_force_baseline{false};
+using RunKernel = void (*)(ScalarType, const unsigned char*, std::int64_t, std::int64_t, Acc&);
+
+// The kernels of `set`, or nullptr where this build or this CPU has none.
+RunKernel kernels_of(StatsKernels set) noexcept {
+  switch (set) {
+    case StatsKernels::Baseline:
+      return baseline::run_kernel;
+#if defined(MATE_STATS_X86)
+    case StatsKernels::Avx2:
+      __builtin_cpu_init();  // needed when the first call comes from a static initializer
+      return __builtin_cpu_supports("avx2") ? avx2::run_kernel : nullptr;
+    case StatsKernels::Avx512:
+      __builtin_cpu_init();
+      // (libgcc's checks include the operating system's support of the 64-byte state.)
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                     __builtin_cpu_supports("avx512vnni")
+                 ? avx512::run_kernel
+                 : nullptr;
+#endif
+    default:
+      return nullptr;
+  }
+}
+
+RunKernel best_kernels() noexcept {
+  for (StatsKernels set : {StatsKernels::Avx512, StatsKernels::Avx2})
+    if (RunKernel k = kernels_of(set)) return k;
+  return baseline::run_kernel;
+}
+
+std::atomic<RunKernel> g_forced{nullptr};  // tests and benchmarks: use_stats_kernels_for_testing
 
 void run_kernel(ScalarType type, const unsigned char* p, std::int64_t n, std::int64_t stride, Acc& acc) {
-#if defined(MATE_STATS_AVX2)
-  static const bool use_avx2 = [] {
-    __builtin_cpu_init();  // needed when the first call comes from a static initializer
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  if (use_avx2 && !g_force_baseline.load(std::memory_order_relaxed)) return avx2::run_kernel(type, p, n, stride, acc);
-#endif
-  baseline::run_kernel(type, p, n, stride, acc);
+  static const RunKernel best = best_kernels();
+  const RunKernel forced = g_forced.load(std::memory_order_relaxed);
+  (forced != nullptr ? forced : best)(type, p, n, stride, acc);
 }
 
 struct Dim {
@@ -321,8 +366,22 @@ StatsResult host_stats(const TensorView& t, const StatsOptions& options, const d
 
 }  // namespace
 
-void use_baseline_stats_kernels_for_testing(bool baseline) noexcept {
-  g_force_baseline.store(baseline, std::memory_order_relaxed);
+bool stats_kernels_supported(StatsKernels set) noexcept {
+  return set == StatsKernels::Automatic || kernels_of(set) != nullptr;
+}
+
+const char* stats_kernels_name(StatsKernels set) noexcept {
+  switch (set) {
+    case StatsKernels::Automatic: return "automatic";
+    case StatsKernels::Baseline: return "baseline";
+    case StatsKernels::Avx2: return "AVX2";
+    case StatsKernels::Avx512: return "AVX-512";
+  }
+  return "?";
+}
+
+void use_stats_kernels_for_testing(StatsKernels set) noexcept {
+  g_forced.store(set == StatsKernels::Automatic ? nullptr : kernels_of(set), std::memory_order_relaxed);
 }
 
 StatsResult compute_stats(const TensorView& t, device::Backend& backend, const StatsOptions& options) {

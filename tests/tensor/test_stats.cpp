@@ -373,15 +373,18 @@ TEST(Stats, ValuesNearTheMaximumHaveTheSameFiniteMeanContiguousAndStrided) {
   }
 }
 
-// Runs `check` with the AVX2 kernels (where the CPU has them) and with the baseline ones.
+constexpr StatsKernels kKernelBuilds[] = {StatsKernels::Baseline, StatsKernels::Avx2, StatsKernels::Avx512};
+
+// Runs `check` with each build of the kernels this CPU runs (the baseline one at least).
 template <class Check>
 void with_each_kernel_build(Check check) {
-  for (bool baseline : {false, true}) {
-    SCOPED_TRACE(baseline ? "baseline kernels" : "default kernels");
-    use_baseline_stats_kernels_for_testing(baseline);
+  for (StatsKernels set : kKernelBuilds) {
+    if (!stats_kernels_supported(set)) continue;
+    SCOPED_TRACE(std::string(stats_kernels_name(set)) + " kernels");
+    use_stats_kernels_for_testing(set);
     check();
   }
-  use_baseline_stats_kernels_for_testing(false);
+  use_stats_kernels_for_testing(StatsKernels::Automatic);
 }
 
 // The vector kernels against a one-element-at-a-time reference, for every packed float format:
@@ -534,26 +537,52 @@ TEST(Stats, BoolCountsEveryNonZeroByteAsOne) {
   });
 }
 
-// The baseline kernels (32-byte vectors as two 16-byte halves where the build has no wider ones)
-// and the AVX2 ones give the same statistics, bit for bit, for every dtype: each lane gets the
-// same elements, in the same order, and lanes are combined in the same order. Values drawn from
-// the whole bit range of each dtype (so some blocks hold NaN and Inf), at lengths around the
-// vector width and the block size, contiguous and every other element.
-TEST(Stats, BaselineAndDefaultKernelsGiveIdenticalResultsForEveryDtype) {
-#if defined(__x86_64__)
-  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 here: the baseline kernels are the only ones run";
-#else
-  GTEST_SKIP() << "one build of the kernels on this architecture";
-#endif
+// The statistics of `t` by each build of the kernels this CPU runs, baseline first.
+std::vector<std::pair<StatsKernels, Stats>> stats_by_each_build(const DLTensor& t) {
+  std::vector<std::pair<StatsKernels, Stats>> by;
+  for (StatsKernels set : kKernelBuilds) {
+    if (!stats_kernels_supported(set)) continue;
+    use_stats_kernels_for_testing(set);
+    by.emplace_back(set, host_stats(t));
+  }
+  use_stats_kernels_for_testing(StatsKernels::Automatic);
+  return by;
+}
+
+bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
+
+// Each build's statistics of `t` are the baseline's, bit for bit.
+void expect_every_build_like_the_baseline(const DLTensor& t) {
+  const auto by = stats_by_each_build(t);
+  const Stats& base = by.front().second;
+  for (const auto& [set, s] : by) {
+    SCOPED_TRACE(std::string(stats_kernels_name(set)) + " kernels against the baseline's");
+    EXPECT_EQ(s.count, base.count);
+    EXPECT_EQ(s.finite, base.finite);
+    EXPECT_EQ(s.nan, base.nan);
+    EXPECT_EQ(s.inf, base.inf);
+    EXPECT_TRUE(same_bits(s.min, base.min)) << s.min << " vs " << base.min;
+    EXPECT_TRUE(same_bits(s.max, base.max)) << s.max << " vs " << base.max;
+    EXPECT_TRUE(same_bits(s.mean, base.mean)) << s.mean << " vs " << base.mean;
+  }
+}
+
+// Every build of the kernels gives the baseline's statistics (32-byte vectors as two 16-byte
+// halves where the build has no wider ones), bit for bit, for every dtype: each lane gets the
+// same elements, in the same order, and lanes are combined in the same order; or the sum is
+// exact (e4m3 on the AVX-512 build). Values drawn from the whole bit range of each dtype (so some
+// blocks hold NaN and Inf), at lengths around the vector widths and the block size, contiguous
+// and every other element.
+TEST(Stats, EveryKernelBuildGivesTheBaselinesResultsForEveryDtype) {
+  if (!stats_kernels_supported(StatsKernels::Avx2)) GTEST_SKIP() << "the baseline kernels are the only ones run here";
   const std::vector<std::pair<ScalarType, int>> dtypes{
       {ScalarType::F64, 8}, {ScalarType::F32, 4}, {ScalarType::F16, 2}, {ScalarType::BF16, 2},
       {ScalarType::F8E4M3, 1}, {ScalarType::F8E5M2, 1}, {ScalarType::I8, 1}, {ScalarType::I16, 2},
       {ScalarType::I32, 4}, {ScalarType::I64, 8}, {ScalarType::U8, 1}, {ScalarType::U16, 2},
       {ScalarType::U32, 4}, {ScalarType::U64, 8}, {ScalarType::Bool, 1}};
   std::mt19937_64 rng(23);
-  auto same_bits = [](double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); };
   for (auto [type, bytes] : dtypes) {
-    for (std::int64_t n : {1, 15, 16, 17, 31, 32, 33, 64, 255, 256, 257, 2047, 2048, 2049, 5000}) {
+    for (std::int64_t n : {1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 2047, 2048, 2049, 5000}) {
       for (bool sparse_specials : {false, true}) {
         // Bytes of 2n elements (the strided view reads every other one); `sparse_specials` keeps
         // floating values finite but for one in 64 (so most blocks take the vector path).
@@ -565,28 +594,54 @@ TEST(Stats, BaselineAndDefaultKernelsGiveIdenticalResultsForEveryDtype) {
             if (rng() % 64 != 0) top &= 0x3f;  // sign kept, exponent well below the maximum
           }
         }
+        if (sparse_specials && bytes == 1 && is_floating(type)) {  // fp8: one NaN or Inf pattern in 512 kept
+          for (auto& b : data)
+            if ((b & 0x7f) >= 0x7c && rng() % 512 != 0) b &= 0xbb;
+        }
         std::vector<std::int64_t> shape{n}, two{2};
         for (bool strided : {false, true}) {
           const DLTensor t = strided ? dl_view(data.data(), type, shape, &two) : dl_view(data.data(), type, shape);
           SCOPED_TRACE(dtype_name(t.dtype) + " n=" + std::to_string(n) + (strided ? " strided" : "") +
                        (sparse_specials ? " mostly finite" : ""));
-          Stats by[2];
-          for (bool baseline : {false, true}) {
-            use_baseline_stats_kernels_for_testing(baseline);
-            by[baseline] = host_stats(t);
-          }
-          use_baseline_stats_kernels_for_testing(false);
-          EXPECT_EQ(by[0].count, by[1].count);
-          EXPECT_EQ(by[0].finite, by[1].finite);
-          EXPECT_EQ(by[0].nan, by[1].nan);
-          EXPECT_EQ(by[0].inf, by[1].inf);
-          EXPECT_TRUE(same_bits(by[0].min, by[1].min)) << by[0].min << " vs " << by[1].min;
-          EXPECT_TRUE(same_bits(by[0].max, by[1].max)) << by[0].max << " vs " << by[1].max;
-          EXPECT_TRUE(same_bits(by[0].mean, by[1].mean)) << by[0].mean << " vs " << by[1].mean;
+          expect_every_build_like_the_baseline(t);
         }
       }
     }
   }
+}
+
+// e4m3's sums are exact in every build (the AVX-512 one sums integers of 2^-9 units, the others
+// f32 lanes that cannot round): at the format's largest values, with subnormals, and across
+// block boundaries (2048 elements), the mean is the exact one.
+TEST(Stats, E4m3MeansAreExactAtTheFormatsExtremes) {
+  struct Case {
+    std::uint8_t a, b;  // alternating patterns
+    double mean;        // of an even count of them
+  };
+  const Case cases[] = {
+      {0x7e, 0x7e, 448.0},                    // the largest value
+      {0xfe, 0xfe, -448.0},
+      {0x7e, 0xfe, 0.0},
+      {0x7e, 0x01, (448.0 + 0x1p-9) / 2},     // the largest and the smallest subnormal
+      {0x07, 0x87, 0.0},                      // the largest subnormals, both signs
+      {0x08, 0x07, (0x1p-6 + 7 * 0x1p-9) / 2},  // the smallest normal and the largest subnormal
+  };
+  with_each_kernel_build([&] {
+    for (const Case& c : cases) {
+      for (std::int64_t n : {2, 64, 128, 130, 2048, 4096 + 64 + 2, 3 * 2048}) {
+        std::vector<std::uint8_t> data(static_cast<std::size_t>(n));
+        for (std::size_t i = 0; i < data.size(); ++i) data[i] = i % 2 == 0 ? c.a : c.b;
+        std::vector<std::int64_t> shape{n};
+        SCOPED_TRACE(::testing::Message() << std::hex << "patterns 0x" << int{c.a} << ", 0x" << int{c.b} << std::dec
+                                          << " n=" << n);
+        const Stats st = host_stats(dl_view(data.data(), ScalarType::F8E4M3, shape));
+        EXPECT_EQ(st.finite, n);
+        EXPECT_EQ(st.mean, c.mean);
+        EXPECT_EQ(st.max, std::max(fp8_e4m3fn_to_float(c.a), fp8_e4m3fn_to_float(c.b)));
+        EXPECT_EQ(st.min, std::min(fp8_e4m3fn_to_float(c.a), fp8_e4m3fn_to_float(c.b)));
+      }
+    }
+  });
 }
 
 // The statistics raise exception flags of their own (inexact sums and means, NaN operands): none

@@ -58,9 +58,15 @@ StatsResult compute_stats(const TensorView& t, const StatsOptions& options = {})
 StatsResult compute_stats(const TensorView& t, device::Backend& backend,
                           const StatsOptions& options = {});
 
-// The statistics kernels are built for the baseline instruction set and, on x86-64, for AVX2,
-// used where the CPU has it. For tests: true makes every later call use the baseline kernels.
-void use_baseline_stats_kernels_for_testing(bool baseline) noexcept;
+// The statistics kernels are built for the baseline instruction set and, on x86-64, for AVX2 and
+// AVX-512 (F, BW, VL, DQ and VNNI); the widest the CPU has is used. Every build gives the same
+// results, bit for bit.
+enum class StatsKernels { Automatic, Baseline, Avx2, Avx512 };
+// Whether `set` is built here and this CPU runs it (Automatic and Baseline: always).
+bool stats_kernels_supported(StatsKernels set) noexcept;
+const char* stats_kernels_name(StatsKernels set) noexcept;  // "baseline", "AVX2", ...
+// For tests and benchmarks: every later call uses `set` (a supported one; Automatic: the widest).
+void use_stats_kernels_for_testing(StatsKernels set) noexcept;
 
 // Conversions used by the statistics, exposed for tests.
 float half_to_float(std::uint16_t h) noexcept;
