@@ -114,11 +114,13 @@ namespace avx2 {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 #define MATE_STATS_HALVES 0
+#define MATE_STATS_WIDE64 1
 #define MATE_STATS_E4M3_VNNI 1
 namespace avx512 {
 #include "stats_kernels.inc"
 }  // namespace avx512
 #undef MATE_STATS_E4M3_VNNI
+#undef MATE_STATS_WIDE64
 #undef MATE_STATS_HALVES
 #pragma GCC pop_options
 #endif
