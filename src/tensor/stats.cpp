@@ -85,11 +85,11 @@ struct Acc {
 
 // The kernels are compiled once per instruction set: for the build's baseline (SSE2 on x86-64)
 // and, on x86-64, for AVX2 (twice the vector width, and the 8- and 64-bit compares SSE2 lacks)
-// and AVX-512 (F, BW, VL, DQ, VNNI: the same 32-byte vectors with the 64-bit integer min and
-// max AVX2 lacks, and e4m3 on 64-byte vectors, stats_e4m3_vnni.inc), chosen at run time. The
-// results are the same in every build: each lane gets the same elements in the same order, or
-// (e4m3) the sum is exact. MATE_STATS_HALVES: 32-byte vectors as two native 16-byte ones (see
-// stats_vectors.inc).
+// and AVX-512 (F, BW, VL, DQ, VNNI: the 64-bit integer min and max AVX2 lacks, the packed float
+// formats on 64-byte registers, and e4m3's exact integer sum, stats_e4m3_vnni.inc), chosen at
+// run time. The results are the same in every build: each lane gets the same elements in the
+// same order, or the sum is exact. MATE_STATS_HALVES: 32-byte vectors as two native 16-byte
+// ones; MATE_STATS_WIDE64: native 64-byte vectors (see stats_vectors.inc).
 #if defined(__AVX__)
 #define MATE_STATS_HALVES 0
 #else
