@@ -4,6 +4,7 @@
 #include "build_info.hpp"
 #include "commands.hpp"
 #include "mate/device/driver.hpp"
+#include "mate/tensor/stats.hpp"
 
 namespace mate::cli {
 
@@ -17,6 +18,9 @@ void add_version_command(CLI::App& app, int& exit_code) {
     fmt::print("compiler: {}\n", build_info::kCompiler);
     if (*build_info::kSanitizers) fmt::print("sanitizers: {}\n", build_info::kSanitizers);
     fmt::print("device backends: {}\n", device::device_backends_summary());
+    // Which build of the level-5 statistics kernels this CPU runs (they give the same results;
+    // their speed differs: bench/README.md).
+    fmt::print("statistics kernels: {}\n", tensor::stats_kernels_name(tensor::stats_kernels_in_use()));
     exit_code = kExitOk;
   });
 }

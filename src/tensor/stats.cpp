@@ -150,11 +150,13 @@ RunKernel kernels_of(StatsKernels set) noexcept {
   }
 }
 
-RunKernel best_kernels() noexcept {
+StatsKernels best_set() noexcept {
   for (StatsKernels set : {StatsKernels::Avx512, StatsKernels::Avx2})
-    if (RunKernel k = kernels_of(set)) return k;
-  return baseline::run_kernel;
+    if (kernels_of(set) != nullptr) return set;
+  return StatsKernels::Baseline;
 }
+
+RunKernel best_kernels() noexcept { return kernels_of(best_set()); }
 
 std::atomic<RunKernel> g_forced{nullptr};  // tests and benchmarks: use_stats_kernels_for_testing
 
@@ -381,6 +383,8 @@ const char* stats_kernels_name(StatsKernels set) noexcept {
   }
   return "?";
 }
+
+StatsKernels stats_kernels_in_use() noexcept { return best_set(); }
 
 void use_stats_kernels_for_testing(StatsKernels set) noexcept {
   g_forced.store(set == StatsKernels::Automatic ? nullptr : kernels_of(set), std::memory_order_relaxed);

@@ -59,6 +59,7 @@ TEST(MateCli, VersionSaysVersionBuildCompilerAndBackends) {
   EXPECT_THAT(r.out, HasSubstr("build type: "));
   EXPECT_THAT(r.out, HasSubstr("compiler: GNU"));
   EXPECT_THAT(r.out, HasSubstr("device backends: "));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("statistics kernels: (baseline|AVX2|AVX-512)\n"));
 }
 
 TEST(MateEnv, ShowsOnlyVisibleVariablesWithValidity) {

@@ -610,6 +610,19 @@ TEST(Stats, EveryKernelBuildGivesTheBaselinesResultsForEveryDtype) {
   }
 }
 
+// The statistics use the widest build this CPU runs.
+TEST(Stats, TheWidestBuildThisCpuRunsIsInUse) {
+  const StatsKernels in_use = stats_kernels_in_use();
+  EXPECT_TRUE(stats_kernels_supported(in_use));
+  EXPECT_NE(in_use, StatsKernels::Automatic);
+  const StatsKernels wider[] = {StatsKernels::Avx512, StatsKernels::Avx2, StatsKernels::Baseline};
+  for (StatsKernels set : wider) {
+    if (!stats_kernels_supported(set)) continue;
+    EXPECT_EQ(in_use, set) << stats_kernels_name(in_use) << " in use, " << stats_kernels_name(set) << " runs here";
+    break;
+  }
+}
+
 // e4m3's sums are exact in every build (the AVX-512 one sums integers of 2^-9 units, the others
 // f32 lanes that cannot round): at the format's largest values, with subnormals, and across
 // block boundaries (2048 elements), the mean is the exact one.

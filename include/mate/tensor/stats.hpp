@@ -65,6 +65,8 @@ enum class StatsKernels { Automatic, Baseline, Avx2, Avx512 };
 // Whether `set` is built here and this CPU runs it (Automatic and Baseline: always).
 bool stats_kernels_supported(StatsKernels set) noexcept;
 const char* stats_kernels_name(StatsKernels set) noexcept;  // "baseline", "AVX2", ...
+// The set the statistics use on this CPU (the widest it runs; `mate version` prints it).
+StatsKernels stats_kernels_in_use() noexcept;
 // For tests and benchmarks: every later call uses `set` (Automatic, or a set this CPU does not
 // run: the widest it runs).
 void use_stats_kernels_for_testing(StatsKernels set) noexcept;
