@@ -3,8 +3,8 @@
 // by stride and merged), leaving an odometer over outer dims and one strided inner run. Each run
 // goes through one per-dtype kernel; on a device the run is first copied in bounded chunks.
 //
-// The kernels (stats_kernels.inc) take contiguous runs in blocks on 32-byte vectors, without a
-// branch per element; a block that holds a NaN or Inf is classified again element by element
+// The kernels (stats_kernels.inc) take contiguous runs in blocks on 32- or 64-byte vectors,
+// without a branch per element; a block that holds a NaN or Inf is classified again element by element
 // (from the float/double bits: |bits| below, at or above the exponent mask), as strided runs are.
 #include <algorithm>
 #include <array>
@@ -105,21 +105,25 @@ namespace baseline {
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #define MATE_STATS_HALVES 0
+#define MATE_STATS_AVX2_INTRINSICS 1  // (not in the baseline: a -mavx build has 32-byte vectors there)
 namespace avx2 {
 #include "stats_kernels.inc"
 }  // namespace avx2
+#undef MATE_STATS_AVX2_INTRINSICS
 #undef MATE_STATS_HALVES
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 #define MATE_STATS_HALVES 0
+#define MATE_STATS_AVX2_INTRINSICS 1
 #define MATE_STATS_WIDE64 1
 #define MATE_STATS_E4M3_VNNI 1
 namespace avx512 {
 #include "stats_kernels.inc"
 }  // namespace avx512
 #undef MATE_STATS_E4M3_VNNI
+#undef MATE_STATS_AVX2_INTRINSICS
 #undef MATE_STATS_WIDE64
 #undef MATE_STATS_HALVES
 #pragma GCC pop_options
