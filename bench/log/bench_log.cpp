@@ -164,17 +164,23 @@ void BM_MemRead(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
 }
 
-template <ScalarType T>
-void BM_Stats(benchmark::State& state) {
-  auto bytes = static_cast<std::size_t>(state.range(0));
-  auto& b = buffer(bytes, T);
+// A 1-D tensor of `type` over all of `b`; its one dimension is kept in `n`.
+DLTensor tensor_over(const std::vector<std::uint64_t>& b, ScalarType type, std::int64_t& n) {
   DLTensor t{};
   t.data = const_cast<std::uint64_t*>(b.data());
   t.device = {kDLCPU, 0};
-  t.dtype = mate::tensor::dl_dtype(T);
-  std::int64_t n = static_cast<std::int64_t>(bytes / mate::tensor::element_size(t.dtype));
+  t.dtype = mate::tensor::dl_dtype(type);
+  n = static_cast<std::int64_t>(b.size() * 8 / mate::tensor::element_size(t.dtype));
   t.ndim = 1;
   t.shape = &n;
+  return t;
+}
+
+template <ScalarType T>
+void BM_Stats(benchmark::State& state) {
+  auto bytes = static_cast<std::size_t>(state.range(0));
+  std::int64_t n = 0;
+  const DLTensor t = tensor_over(buffer(bytes, T), T, n);
   for (auto _ : state) {
     auto r = mate::tensor::compute_stats(mate::tensor::TensorView(t));
     benchmark::DoNotOptimize(r.stats->mean);
@@ -210,13 +216,8 @@ template <ScalarType T>
 void BM_StatsRatio(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   const auto& b = buffer(bytes, T);
-  DLTensor t{};
-  t.data = const_cast<std::uint64_t*>(b.data());
-  t.device = {kDLCPU, 0};
-  t.dtype = mate::tensor::dl_dtype(T);
-  std::int64_t n = static_cast<std::int64_t>(bytes / mate::tensor::element_size(t.dtype));
-  t.ndim = 1;
-  t.shape = &n;
+  std::int64_t n = 0;
+  const DLTensor t = tensor_over(b, T, n);
   using Clock = std::chrono::steady_clock;
   const int pairs = bytes > (16u << 20) ? 9 : 21;
   for (auto _ : state) {
