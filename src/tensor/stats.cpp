@@ -77,11 +77,27 @@ float fp8_e5m2_to_float(std::uint8_t v) noexcept {
 
 namespace {
 
+// Zeros in min and max: -0 is below +0 (IEEE 754's minimum and maximum), in every kernel, so a
+// zero minimum is -0 exactly when the tensor holds a -0 (and no negative value), a zero maximum
+// +0 exactly when it holds a +0 (and no positive value), whatever the layout, the blocks' NaNs
+// or the build. The vector kernels find out which zeros there are from the OR and the AND of
+// all their elements' sign bits (below: `zero_with_sign`); results are combined with these.
+inline double min_of_values(double a, double b) noexcept { return b < a || (b == a && std::signbit(b)) ? b : a; }
+inline double max_of_values(double a, double b) noexcept { return b > a || (b == a && !std::signbit(b)) ? b : a; }
+// A zero minimum (maximum) of finite values gets the sign IEEE gives it: -0 when any value has
+// its sign bit set (for a minimum of zero that value can only be a -0), +0 when any has it clear.
+template <class V>
+inline V zero_with_sign(V extreme, bool negative) noexcept {
+  return extreme == 0 ? (negative ? -V(0) : V(0)) : extreme;
+}
+
 struct Acc {
   std::int64_t finite = 0, nan = 0, inf = 0;
   double sum = 0;
   double min = std::numeric_limits<double>::infinity();
   double max = -std::numeric_limits<double>::infinity();
+  void add_min(double v) noexcept { min = min_of_values(min, v); }
+  void add_max(double v) noexcept { max = max_of_values(max, v); }
 };
 
 // The kernels are compiled once per instruction set: for the build's baseline (SSE2 on x86-64)

@@ -6,6 +6,7 @@
 #include <xmmintrin.h>  // _mm_getcsr, _mm_setcsr
 #endif
 
+#include <algorithm>
 #include <bit>
 #include <cfenv>
 #include <cmath>
@@ -292,39 +293,6 @@ TEST(Stats, LongRunsAgreeWithAReferenceWithAndWithoutNonFiniteValues) {
   }
 }
 
-// Values near the type's maximum: a contiguous block's lane sums (kept in the element type for
-// speed) overflow; the mean must be the one the strided path gives, never Inf. f32 and bf16
-// (the two whose lane sums are f32), contiguous and every other element of a larger buffer,
-// with a run short of one block, several blocks, and cancelling signs.
-// Zeros of both signs compare equal: min and max keep the first seen, so a contiguous run (vector
-// lanes, several sums) and the same values strided (one at a time) report the same zero. f32 and
-// f64, runs of whole blocks of vectors and with a tail, +0s first and -0s first.
-TEST(Stats, SignedZerosGiveTheSameMinAndMaxContiguousAndStrided) {
-  for (int n : {64, 70}) {
-    for (bool negative_first : {false, true}) {
-      std::vector<float> f(n), f2(2 * n, 5.0f);
-      std::vector<double> d(n), d2(2 * n, 5.0);
-      for (int i = 0; i < n; ++i) {
-        const bool negative = (i < n / 2) == negative_first;
-        f[i] = f2[2 * i] = negative ? -0.0f : 0.0f;
-        d[i] = d2[2 * i] = negative ? -0.0 : 0.0;
-      }
-      std::vector<std::int64_t> shape{n}, every_other{2};
-      for (auto [data, spread, type] : {std::tuple<const void*, const void*, ScalarType>{f.data(), f2.data(), ScalarType::F32},
-                                        {d.data(), d2.data(), ScalarType::F64}}) {
-        SCOPED_TRACE(dtype_name(dl_view(data, type, shape).dtype) + " n=" + std::to_string(n) +
-                     (negative_first ? " -0 first" : " +0 first"));
-        const Stats contiguous = host_stats(dl_view(data, type, shape));
-        const Stats strided = host_stats(dl_view(spread, type, shape, &every_other));
-        EXPECT_EQ(std::signbit(contiguous.min), std::signbit(strided.min));
-        EXPECT_EQ(std::signbit(contiguous.max), std::signbit(strided.max));
-        EXPECT_EQ(std::signbit(contiguous.min), negative_first);
-        EXPECT_EQ(contiguous.mean, 0.0);
-      }
-    }
-  }
-}
-
 // A malformed DLTensor (a negative size, a count beyond 64 bits) has no statistics, and says why:
 // nothing is read of memory that is not there.
 TEST(Stats, AnInvalidLayoutReadsNothingAndSaysWhy) {
@@ -340,6 +308,10 @@ TEST(Stats, AnInvalidLayoutReadsNothingAndSaysWhy) {
   }
 }
 
+// Values near the type's maximum: a contiguous block's lane sums (kept in the element type for
+// speed) overflow; the mean must be the one the strided path gives, never Inf. f32 and bf16
+// (the two whose lane sums are f32), contiguous and every other element of a larger buffer,
+// with a run short of one block, several blocks, and cancelling signs.
 TEST(Stats, ValuesNearTheMaximumHaveTheSameFiniteMeanContiguousAndStrided) {
   const float big = 2e38f;
   const std::uint16_t big_bf16 = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(big) >> 16);
@@ -387,6 +359,78 @@ void with_each_kernel_build(Check check) {
     check();
   }
   use_stats_kernels_for_testing(StatsKernels::Automatic);
+}
+
+// Zeros in min and max: -0 below +0 (IEEE 754's minimum and maximum), whatever the path: the
+// vector kernels (contiguous blocks of finite values), the classifying one (every other element;
+// a block that holds a NaN), in every build, for every floating dtype, within one vector and
+// across blocks (2048 elements). A zero minimum is -0 exactly when a -0 is there, a zero maximum
+// +0 exactly when a +0 is.
+TEST(Stats, ZerosOrderMinusBelowPlusWhateverThePath) {
+  struct Format {
+    ScalarType type;
+    int bytes;
+    std::uint64_t one, nan;  // the patterns of +1 and of a NaN; the sign is the top bit
+  };
+  const Format formats[] = {{ScalarType::F64, 8, 0x3ff0000000000000u, 0x7ff8000000000000u},
+                            {ScalarType::F32, 4, 0x3f800000u, 0x7fc00000u},
+                            {ScalarType::F16, 2, 0x3c00u, 0x7e00u},
+                            {ScalarType::BF16, 2, 0x3f80u, 0x7fc0u},
+                            {ScalarType::F8E4M3, 1, 0x38u, 0x7fu},
+                            {ScalarType::F8E5M2, 1, 0x3cu, 0x7eu}};
+  enum class Zeros { AllPlus, AllMinus, OneMinus, OnePlus };  // OneX: one zero of that sign, the rest the other
+  enum class Extra { None, PlusOne, MinusOne };                // a +1 at the end, a -1 at the start
+  with_each_kernel_build([&] {
+    for (const Format& f : formats) {
+      const std::uint64_t sign = std::uint64_t{1} << (8 * f.bytes - 1);
+      for (std::int64_t n : {5, 64, 70, 3000}) {
+        for (Zeros zeros : {Zeros::AllPlus, Zeros::AllMinus, Zeros::OneMinus, Zeros::OnePlus}) {
+          for (std::int64_t at : {std::int64_t{1}, n / 2, n - 2}) {
+            for (Extra extra : {Extra::None, Extra::PlusOne, Extra::MinusOne}) {
+              // n elements, then a NaN (read only by the "with a NaN" view); every other element
+              // of `spread` the same, the others +1 patterns' neighbours the strided view skips.
+              std::vector<std::uint64_t> values(static_cast<std::size_t>(n + 1));
+              bool any_minus = false, any_plus = false;
+              for (std::int64_t i = 0; i < n; ++i) {
+                bool minus = zeros == Zeros::AllMinus || zeros == Zeros::OnePlus;
+                if (i == at && (zeros == Zeros::OneMinus || zeros == Zeros::OnePlus)) minus = !minus;
+                values[static_cast<std::size_t>(i)] = minus ? sign : 0;
+                (minus ? any_minus : any_plus) = true;
+              }
+              if (extra == Extra::PlusOne) values[static_cast<std::size_t>(n - 1)] = f.one;
+              if (extra == Extra::MinusOne) values[0] = f.one | sign;
+              if (extra == Extra::PlusOne) any_plus = std::any_of(values.begin(), values.end() - 2, [](auto v) { return v == 0; });
+              if (extra == Extra::MinusOne) any_minus = std::any_of(values.begin() + 1, values.end() - 1, [&](auto v) { return v == sign; });
+              values[static_cast<std::size_t>(n)] = f.nan;
+              std::vector<unsigned char> packed(static_cast<std::size_t>((n + 1) * f.bytes)),
+                  spread(static_cast<std::size_t>(2 * n * f.bytes), 0x3c);
+              for (std::int64_t i = 0; i <= n; ++i) {
+                std::memcpy(&packed[static_cast<std::size_t>(i * f.bytes)], &values[static_cast<std::size_t>(i)], static_cast<std::size_t>(f.bytes));
+                if (i < n)
+                  std::memcpy(&spread[static_cast<std::size_t>(2 * i * f.bytes)], &values[static_cast<std::size_t>(i)], static_cast<std::size_t>(f.bytes));
+              }
+              const double min = extra == Extra::MinusOne ? -1.0 : (any_minus ? -0.0 : 0.0);
+              const double max = extra == Extra::PlusOne ? 1.0 : (any_plus ? 0.0 : -0.0);
+              std::vector<std::int64_t> shape{n}, with_nan{n + 1}, two{2};
+              const std::pair<const char*, DLTensor> views[] = {
+                  {"contiguous", dl_view(packed.data(), f.type, shape)},
+                  {"every other element", dl_view(spread.data(), f.type, shape, &two)},
+                  {"with a NaN", dl_view(packed.data(), f.type, with_nan)}};
+              for (const auto& [what, t] : views) {
+                SCOPED_TRACE(dtype_name(t.dtype) + " n=" + std::to_string(n) + " zeros " + std::to_string(static_cast<int>(zeros)) +
+                             " at " + std::to_string(at) + " extra " + std::to_string(static_cast<int>(extra)) + " " + what);
+                const Stats s = host_stats(t);
+                EXPECT_EQ(s.min, min);
+                EXPECT_EQ(std::signbit(s.min), std::signbit(min));
+                EXPECT_EQ(s.max, max);
+                EXPECT_EQ(std::signbit(s.max), std::signbit(max));
+              }
+            }
+          }
+        }
+      }
+    }
+  });
 }
 
 // The vector kernels against a one-element-at-a-time reference, for every packed float format:
