@@ -13,7 +13,8 @@
 //    runs; StatsBaseline/<dtype>: the kernels a CPU without AVX2 runs, StatsAvx2/<dtype>: those
 //    a CPU without AVX-512 (F, BW, VL, DQ, VNNI) runs;
 //  * StatsRatio/<dtype>/<bytes>: that goal's ratio measured in one run, robust to a busy machine:
-//    a plain read and the statistics of the same buffer, alternated, the median of their ratios.
+//    a plain read and the statistics of the same buffer, alternated, the median of their ratios;
+//    StatsRatioRelu/ and StatsRatioZeros/: the same over data whose minimum (and maximum) is zero.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "mate/log/api.hpp"
@@ -212,10 +214,32 @@ BENCHMARK(BM_Stats<ScalarType::Bool>)->Name("Stats/bool") MATE_SIZES;
 // each alternated, the median of each pair's ratio ("ratio"; goal >= 0.8 at 16 and 64 MiB): both
 // see the machine as it is in the same milliseconds, where Stats/ and MemRead rows run seconds
 // apart.
-template <ScalarType T>
+// What the data holds: fill()'s values; those with every negative value made +0 (ReLU's
+// output: a zero minimum in every block); all +0 (a zeroed buffer: zero minimum and maximum).
+// A zero extreme makes the f32/f64 kernels look at the block's sign bits again (-0 below +0).
+enum class Data { Values, Relu, Zeros };
+
+const std::vector<std::uint64_t>& data_buffer(std::size_t bytes, ScalarType type, Data data) {
+  if (data == Data::Values) return buffer(bytes, type);
+  static std::vector<std::uint64_t> b;  // one at a time, as buffer()
+  static std::tuple<std::size_t, ScalarType, Data> made{};
+  if (made != std::tuple{bytes, type, data}) {
+    b = buffer(bytes, type);
+    const std::size_t es = mate::tensor::element_size(mate::tensor::dl_dtype(type));
+    auto* p = reinterpret_cast<unsigned char*>(b.data());
+    for (std::size_t i = 0; i < bytes / es; ++i) {
+      const bool negative = (p[(i + 1) * es - 1] & 0x80) != 0;  // the sign bit (little-endian)
+      if (data == Data::Zeros || negative) std::memset(p + i * es, 0, es);
+    }
+    made = {bytes, type, data};
+  }
+  return b;
+}
+
+template <ScalarType T, Data kData = Data::Values>
 void BM_StatsRatio(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
-  const auto& b = buffer(bytes, T);
+  const auto& b = data_buffer(bytes, T, kData);
   std::int64_t n = 0;
   const DLTensor t = tensor_over(b, T, n);
   using Clock = std::chrono::steady_clock;
@@ -255,6 +279,11 @@ BENCHMARK(BM_StatsRatio<ScalarType::U16>)->Name("StatsRatio/u16") MATE_RATIO_SIZ
 BENCHMARK(BM_StatsRatio<ScalarType::U32>)->Name("StatsRatio/u32") MATE_RATIO_SIZES;
 BENCHMARK(BM_StatsRatio<ScalarType::U64>)->Name("StatsRatio/u64") MATE_RATIO_SIZES;
 BENCHMARK(BM_StatsRatio<ScalarType::Bool>)->Name("StatsRatio/bool") MATE_RATIO_SIZES;
+// Not in the goal: data with zero extremes (see Data), where f32/f64 blocks are read twice in L1.
+BENCHMARK(BM_StatsRatio<ScalarType::F32, Data::Relu>)->Name("StatsRatioRelu/f32") MATE_RATIO_SIZES;
+BENCHMARK(BM_StatsRatio<ScalarType::F64, Data::Relu>)->Name("StatsRatioRelu/f64") MATE_RATIO_SIZES;
+BENCHMARK(BM_StatsRatio<ScalarType::F32, Data::Zeros>)->Name("StatsRatioZeros/f32") MATE_RATIO_SIZES;
+BENCHMARK(BM_StatsRatio<ScalarType::BF16, Data::Relu>)->Name("StatsRatioRelu/bf16") MATE_RATIO_SIZES;
 
 // The same kernels built for another instruction set: the baseline, what a CPU without AVX2
 // runs (their 32-byte vectors are pairs of 16-byte ones there, as on aarch64's NEON), and AVX2

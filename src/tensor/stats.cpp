@@ -80,8 +80,10 @@ namespace {
 // Zeros in min and max: -0 is below +0 (IEEE 754's minimum and maximum), in every kernel, so a
 // zero minimum is -0 exactly when the tensor holds a -0 (and no negative value), a zero maximum
 // +0 exactly when it holds a +0 (and no positive value), whatever the layout, the blocks' NaNs
-// or the build. The vector kernels find out which zeros there are from the OR and the AND of
-// all their elements' sign bits (below: `zero_with_sign`); results are combined with these.
+// or the build. The packed formats' kernels order their bit patterns so; the f32/f64 vector
+// kernel (the OR of its values' bits, and for a zero maximum their AND) and the classifying one
+// (both) find out which zeros there are (`zero_with_sign`); blocks, runs and chunks are combined
+// with these.
 inline double min_of_values(double a, double b) noexcept { return b < a || (b == a && std::signbit(b)) ? b : a; }
 inline double max_of_values(double a, double b) noexcept { return b > a || (b == a && !std::signbit(b)) ? b : a; }
 // A zero minimum (maximum) of finite values gets the sign IEEE gives it: -0 when any value has

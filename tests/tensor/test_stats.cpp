@@ -363,60 +363,57 @@ void with_each_kernel_build(Check check) {
 
 // Zeros in min and max: -0 below +0 (IEEE 754's minimum and maximum), whatever the path: the
 // vector kernels (contiguous blocks of finite values), the classifying one (every other element;
-// a block that holds a NaN), in every build, for every floating dtype, within one vector and
-// across blocks (2048 elements). A zero minimum is -0 exactly when a -0 is there, a zero maximum
-// +0 exactly when a +0 is.
+// a block that holds a NaN or an Inf of either sign, which must not count), in every build, for
+// every floating dtype, within one vector and across blocks (2048 elements). A zero minimum is
+// -0 exactly when a -0 is there, a zero maximum +0 exactly when a +0 is.
 TEST(Stats, ZerosOrderMinusBelowPlusWhateverThePath) {
   struct Format {
     ScalarType type;
     int bytes;
-    std::uint64_t one, nan;  // the patterns of +1 and of a NaN; the sign is the top bit
+    std::uint64_t one, nan, inf;  // the patterns of +1, a NaN and +Inf (0: none); the sign is the top bit
   };
-  const Format formats[] = {{ScalarType::F64, 8, 0x3ff0000000000000u, 0x7ff8000000000000u},
-                            {ScalarType::F32, 4, 0x3f800000u, 0x7fc00000u},
-                            {ScalarType::F16, 2, 0x3c00u, 0x7e00u},
-                            {ScalarType::BF16, 2, 0x3f80u, 0x7fc0u},
-                            {ScalarType::F8E4M3, 1, 0x38u, 0x7fu},
-                            {ScalarType::F8E5M2, 1, 0x3cu, 0x7eu}};
+  const Format formats[] = {{ScalarType::F64, 8, 0x3ff0000000000000u, 0x7ff8000000000000u, 0x7ff0000000000000u},
+                            {ScalarType::F32, 4, 0x3f800000u, 0x7fc00000u, 0x7f800000u},
+                            {ScalarType::F16, 2, 0x3c00u, 0x7e00u, 0x7c00u},
+                            {ScalarType::BF16, 2, 0x3f80u, 0x7fc0u, 0x7f80u},
+                            {ScalarType::F8E4M3, 1, 0x38u, 0x7fu, 0u},
+                            {ScalarType::F8E5M2, 1, 0x3cu, 0x7eu, 0x7cu}};
   enum class Zeros { AllPlus, AllMinus, OneMinus, OnePlus };  // OneX: one zero of that sign, the rest the other
-  enum class Extra { None, PlusOne, MinusOne };                // a +1 at the end, a -1 at the start
+  enum class Extra { None, PlusOne, MinusOne };                // a +1 last, a -1 first (over a zero)
   with_each_kernel_build([&] {
     for (const Format& f : formats) {
       const std::uint64_t sign = std::uint64_t{1} << (8 * f.bytes - 1);
+      // Appended after the n values by the views that read one more element.
+      std::vector<std::pair<const char*, std::uint64_t>> non_finite{{"NaN", f.nan}, {"-NaN", f.nan | sign}};
+      if (f.inf != 0) non_finite.insert(non_finite.end(), {{"+Inf", f.inf}, {"-Inf", f.inf | sign}});
       for (std::int64_t n : {5, 64, 70, 3000}) {
         for (Zeros zeros : {Zeros::AllPlus, Zeros::AllMinus, Zeros::OneMinus, Zeros::OnePlus}) {
-          for (std::int64_t at : {std::int64_t{1}, n / 2, n - 2}) {
+          for (std::int64_t at : {std::int64_t{0}, std::int64_t{1}, n / 2, n - 2, n - 1}) {
             for (Extra extra : {Extra::None, Extra::PlusOne, Extra::MinusOne}) {
-              // n elements, then a NaN (read only by the "with a NaN" view); every other element
-              // of `spread` the same, the others +1 patterns' neighbours the strided view skips.
-              std::vector<std::uint64_t> values(static_cast<std::size_t>(n + 1));
-              bool any_minus = false, any_plus = false;
+              std::vector<std::uint64_t> values(static_cast<std::size_t>(n));
               for (std::int64_t i = 0; i < n; ++i) {
                 bool minus = zeros == Zeros::AllMinus || zeros == Zeros::OnePlus;
                 if (i == at && (zeros == Zeros::OneMinus || zeros == Zeros::OnePlus)) minus = !minus;
                 values[static_cast<std::size_t>(i)] = minus ? sign : 0;
-                (minus ? any_minus : any_plus) = true;
               }
-              if (extra == Extra::PlusOne) values[static_cast<std::size_t>(n - 1)] = f.one;
-              if (extra == Extra::MinusOne) values[0] = f.one | sign;
-              if (extra == Extra::PlusOne) any_plus = std::any_of(values.begin(), values.end() - 2, [](auto v) { return v == 0; });
-              if (extra == Extra::MinusOne) any_minus = std::any_of(values.begin() + 1, values.end() - 1, [&](auto v) { return v == sign; });
-              values[static_cast<std::size_t>(n)] = f.nan;
-              std::vector<unsigned char> packed(static_cast<std::size_t>((n + 1) * f.bytes)),
-                  spread(static_cast<std::size_t>(2 * n * f.bytes), 0x3c);
-              for (std::int64_t i = 0; i <= n; ++i) {
-                std::memcpy(&packed[static_cast<std::size_t>(i * f.bytes)], &values[static_cast<std::size_t>(i)], static_cast<std::size_t>(f.bytes));
-                if (i < n)
-                  std::memcpy(&spread[static_cast<std::size_t>(2 * i * f.bytes)], &values[static_cast<std::size_t>(i)], static_cast<std::size_t>(f.bytes));
-              }
+              if (extra == Extra::PlusOne) values.back() = f.one;
+              if (extra == Extra::MinusOne) values.front() = f.one | sign;
+              // What is left after the extra value took its place (it may have been the one zero).
+              const bool any_minus = std::find(values.begin(), values.end(), sign) != values.end();
+              const bool any_plus = std::find(values.begin(), values.end(), std::uint64_t{0}) != values.end();
               const double min = extra == Extra::MinusOne ? -1.0 : (any_minus ? -0.0 : 0.0);
               const double max = extra == Extra::PlusOne ? 1.0 : (any_plus ? 0.0 : -0.0);
-              std::vector<std::int64_t> shape{n}, with_nan{n + 1}, two{2};
-              const std::pair<const char*, DLTensor> views[] = {
-                  {"contiguous", dl_view(packed.data(), f.type, shape)},
-                  {"every other element", dl_view(spread.data(), f.type, shape, &two)},
-                  {"with a NaN", dl_view(packed.data(), f.type, with_nan)}};
-              for (const auto& [what, t] : views) {
+              // The values packed (room for one more); and at every other element of a buffer
+              // whose skipped elements are 0x3c bytes (a positive non-zero value in every format).
+              std::vector<unsigned char> packed(static_cast<std::size_t>((n + 1) * f.bytes)),
+                  spread(static_cast<std::size_t>(2 * n * f.bytes), 0x3c);
+              for (std::int64_t i = 0; i < n; ++i) {
+                const auto bytes = static_cast<std::size_t>(f.bytes);
+                std::memcpy(&packed[static_cast<std::size_t>(i) * bytes], &values[static_cast<std::size_t>(i)], bytes);
+                std::memcpy(&spread[static_cast<std::size_t>(2 * i) * bytes], &values[static_cast<std::size_t>(i)], bytes);
+              }
+              std::vector<std::int64_t> shape{n}, with_one_more{n + 1}, two{2};
+              auto check = [&](const DLTensor& t, const std::string& what) {
                 SCOPED_TRACE(dtype_name(t.dtype) + " n=" + std::to_string(n) + " zeros " + std::to_string(static_cast<int>(zeros)) +
                              " at " + std::to_string(at) + " extra " + std::to_string(static_cast<int>(extra)) + " " + what);
                 const Stats s = host_stats(t);
@@ -424,6 +421,12 @@ TEST(Stats, ZerosOrderMinusBelowPlusWhateverThePath) {
                 EXPECT_EQ(std::signbit(s.min), std::signbit(min));
                 EXPECT_EQ(s.max, max);
                 EXPECT_EQ(std::signbit(s.max), std::signbit(max));
+              };
+              check(dl_view(packed.data(), f.type, shape), "contiguous");
+              check(dl_view(spread.data(), f.type, shape, &two), "every other element");
+              for (const auto& [name, pattern] : non_finite) {
+                std::memcpy(&packed[static_cast<std::size_t>(n * f.bytes)], &pattern, static_cast<std::size_t>(f.bytes));
+                check(dl_view(packed.data(), f.type, with_one_more), std::string("with a ") + name);
               }
             }
           }
