@@ -216,7 +216,7 @@ BENCHMARK(BM_Stats<ScalarType::Bool>)->Name("Stats/bool") MATE_SIZES;
 // apart.
 // What the data holds: fill()'s values; those with every negative value made +0 (ReLU's
 // output: a zero minimum in every block); all +0 (a zeroed buffer: zero minimum and maximum).
-// A zero extreme makes the f32/f64 kernels look at the block's sign bits again (-0 below +0).
+// Zero extremes are what the -0/+0 rule (-0 below +0) costs the f32/f64 kernels work for.
 enum class Data { Values, Relu, Zeros };
 
 const std::vector<std::uint64_t>& data_buffer(std::size_t bytes, ScalarType type, Data data) {
